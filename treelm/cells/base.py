@@ -1,0 +1,78 @@
+"""The interface every recurrent cell in treelm shares.
+
+Shape convention (time-major, as in AWD-LSTM and ``torch.nn.LSTM``):
+
+* input ``x``: ``(T, B, input_size)``
+* output ``out``: ``(T, B, output_size)`` (``output_size == hidden_size`` except for Jordan)
+* state: a tuple of ``(B, ·)`` tensors, cell-specific (``(h,)``, ``(h, c)``, ...); ``None`` means
+  the zero state from :meth:`Cell.init_state`. The final state is returned so that truncated BPTT
+  can carry it into the next batch.
+* ``aux``: a dict of per-step diagnostics, each ``(T, B)``; ON-LSTM returns the master-gate levels
+  ``"df"`` and ``"di"`` used for tree induction.
+
+A cell names the parameters that are hidden-to-hidden (``recurrent_weights``) so that a stack can
+apply DropConnect (Wan et al. 2013, as in AWD-LSTM) to them: the dropped copies are passed to
+``forward`` in ``weights`` and are held fixed over all time steps of one sequence.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+State = tuple[Tensor, ...]
+
+
+class Cell(nn.Module):
+    """Base class: subclasses implement :meth:`step` (one time step) and :meth:`state_sizes`."""
+
+    recurrent_weights: tuple[str, ...] = ("weight_hh",)
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+
+    @property
+    def output_size(self) -> int:
+        return self.hidden_size
+
+    def state_sizes(self) -> tuple[int, ...]:
+        return (self.hidden_size,)
+
+    def init_state(self, batch: int, like: Tensor) -> State:
+        """The zero state on ``like``'s device and dtype."""
+        return tuple(like.new_zeros(batch, n) for n in self.state_sizes())
+
+    def recurrent(self) -> dict[str, Tensor]:
+        """The hidden-to-hidden weights as used this sequence (undropped)."""
+        return {name: getattr(self, name) for name in self.recurrent_weights}
+
+    def input_projection(self, x: Tensor) -> Tensor | None:
+        """Optional: the input part of all steps at once, ``(T, B, ·)``; handed to ``step``."""
+        return None
+
+    def step(
+        self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        raise NotImplementedError
+
+    def forward(
+        self,
+        x: Tensor,
+        state: State | None = None,
+        weights: dict[str, Tensor] | None = None,
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        """Run the whole sequence ``x`` (T, B, I) from ``state``; see the module docstring."""
+        if state is None:
+            state = self.init_state(x.size(1), x)
+        w = self.recurrent() if weights is None else weights
+        xp = self.input_projection(x)
+        outs: list[Tensor] = []
+        auxs: dict[str, list[Tensor]] = {}
+        for t in range(x.size(0)):
+            out, state, aux = self.step(x[t], None if xp is None else xp[t], state, w)
+            outs.append(out)
+            for k, v in aux.items():
+                auxs.setdefault(k, []).append(v)
+        return torch.stack(outs), state, {k: torch.stack(v) for k, v in auxs.items()}

@@ -1,0 +1,41 @@
+"""Elman simple recurrent network (Elman 1990): the recurrence comes from the hidden layer.
+
+    h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)
+
+Same parameters and numbers as ``torch.nn.RNN(nonlinearity="tanh")``. State ``(h,)``, (B, H).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from treelm.cells.base import Cell, State
+
+
+class Elman(Cell):
+    def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh") -> None:
+        super().__init__(input_size, hidden_size)
+        if nonlinearity not in ("tanh", "relu", "linear"):
+            raise ValueError(f"unknown nonlinearity {nonlinearity!r}: tanh, relu or linear")
+        self.nonlinearity = nonlinearity
+        self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(hidden_size))
+        self.bias_hh = nn.Parameter(torch.empty(hidden_size))
+        bound = 1.0 / math.sqrt(hidden_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def input_projection(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight_ih, self.bias_ih)
+
+    def step(
+        self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        pre = xp_t + F.linear(state[0], w["weight_hh"], self.bias_hh)
+        h = {"tanh": torch.tanh, "relu": torch.relu, "linear": lambda v: v}[self.nonlinearity](pre)
+        return h, (h,), {}

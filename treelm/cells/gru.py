@@ -1,0 +1,61 @@
+"""GRU (Cho et al. 2014), in the form and parameter layout of ``torch.nn.GRU``:
+
+    r_t = σ(W_ir x_t + b_ir + W_hr h_{t-1} + b_hr)
+    z_t = σ(W_iz x_t + b_iz + W_hz h_{t-1} + b_hz)
+    n_t = tanh(W_in x_t + b_in + r_t ∘ (W_hn h_{t-1} + b_hn))
+    h_t = (1 − z_t) ∘ n_t + z_t ∘ h_{t-1}
+
+(Cho et al. apply r before the product, ``W_hn (r ∘ h)``; cuDNN's form above is what every fast
+kernel implements.) With ``impl="auto"`` it runs PyTorch's fused kernel; ``"reference"`` the loop.
+State ``(h,)``, (B, H).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from treelm.cells.base import Cell, State
+
+
+class GRU(Cell):
+    def __init__(self, input_size: int, hidden_size: int, impl: str = "auto") -> None:
+        super().__init__(input_size, hidden_size)
+        self.impl = impl
+        H = hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(3 * H, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(3 * H, H))
+        self.bias_ih = nn.Parameter(torch.empty(3 * H))
+        self.bias_hh = nn.Parameter(torch.empty(3 * H))
+        bound = 1.0 / math.sqrt(H)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def input_projection(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight_ih, self.bias_ih)
+
+    def step(
+        self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        h = state[0]
+        xr, xz, xn = xp_t.chunk(3, 1)
+        hr, hz, hn = F.linear(h, w["weight_hh"], self.bias_hh).chunk(3, 1)
+        r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+        h = (1 - z) * torch.tanh(xn + r * hn) + z * h
+        return h, (h,), {}
+
+    def forward(
+        self, x: Tensor, state: State | None = None, weights: dict[str, Tensor] | None = None
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        if self.impl == "reference":
+            return super().forward(x, state, weights)
+        if state is None:
+            state = self.init_state(x.size(1), x)
+        w_hh = self.weight_hh if weights is None else weights["weight_hh"]
+        params = [self.weight_ih, w_hh, self.bias_ih, self.bias_hh]
+        out, h = torch.gru(x, state[0].unsqueeze(0), params, True, 1, 0.0, self.training,
+                           False, False)
+        return out, (h[0],), {}

@@ -1,0 +1,77 @@
+"""LSTM (Hochreiter & Schmidhuber 1997, with the forget gate of Gers et al. 2000) and optional
+peephole connections (Gers, Schraudolph & Schmidhuber 2002).
+
+    i_t = σ(W_ii x_t + W_hi h_{t-1} + p_i ∘ c_{t-1} + b_i)
+    f_t = σ(W_if x_t + W_hf h_{t-1} + p_f ∘ c_{t-1} + b_f)
+    g_t = tanh(W_ig x_t + W_hg h_{t-1} + b_g)
+    c_t = f_t ∘ c_{t-1} + i_t ∘ g_t
+    o_t = σ(W_io x_t + W_ho h_{t-1} + p_o ∘ c_t + b_o)
+    h_t = o_t ∘ tanh(c_t)
+
+Parameters use ``torch.nn.LSTM``'s layout (rows ``[i | f | g | o]``, separate ``bias_ih`` and
+``bias_hh``), so weights copy across. Without peepholes and with ``impl="auto"`` the whole sequence
+runs in PyTorch's fused kernel (oneDNN on CPU, cuDNN on GPU); ``impl="reference"`` always runs the
+readable loop below. State ``(h, c)``, each (B, H).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from treelm.cells.base import Cell, State
+
+
+class LSTM(Cell):
+    def __init__(
+        self, input_size: int, hidden_size: int, peephole: bool = False, impl: str = "auto"
+    ) -> None:
+        super().__init__(input_size, hidden_size)
+        self.peephole = peephole
+        self.impl = impl
+        H = hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(4 * H, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(4 * H, H))
+        self.bias_ih = nn.Parameter(torch.empty(4 * H))
+        self.bias_hh = nn.Parameter(torch.empty(4 * H))
+        if peephole:  # diagonal: one weight per cell for i, f, o
+            self.weight_peep = nn.Parameter(torch.empty(3, H))
+        bound = 1.0 / math.sqrt(H)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def state_sizes(self) -> tuple[int, ...]:
+        return (self.hidden_size, self.hidden_size)
+
+    def input_projection(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight_ih, self.bias_ih)
+
+    def step(
+        self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        h, c = state
+        i, f, g, o = (xp_t + F.linear(h, w["weight_hh"], self.bias_hh)).chunk(4, 1)
+        if self.peephole:
+            p_i, p_f, p_o = self.weight_peep
+            i, f = i + p_i * c, f + p_f * c
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        if self.peephole:
+            o = o + p_o * c
+        h = torch.sigmoid(o) * torch.tanh(c)
+        return h, (h, c), {}
+
+    def forward(
+        self, x: Tensor, state: State | None = None, weights: dict[str, Tensor] | None = None
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        if self.peephole or self.impl == "reference":
+            return super().forward(x, state, weights)
+        if state is None:
+            state = self.init_state(x.size(1), x)
+        w_hh = self.weight_hh if weights is None else weights["weight_hh"]
+        h0, c0 = (s.unsqueeze(0) for s in state)
+        params = [self.weight_ih, w_hh, self.bias_ih, self.bias_hh]
+        out, h, c = torch.lstm(x, (h0, c0), params, True, 1, 0.0, self.training, False, False)
+        return out, (h[0], c[0]), {}

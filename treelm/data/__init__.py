@@ -1,0 +1,1 @@
+"""Vocabularies, corpora, batching and treebank reading."""

@@ -1,0 +1,62 @@
+"""Fused ON-LSTM implementations behind :class:`treelm.cells.onlstm.ONLSTM`.
+
+* ``"cpu"``: :mod:`treelm.kernels.onlstm_cpu`, a whole-sequence ``torch.autograd.Function`` with a
+  hand-derived BPTT (pure PyTorch; runs on any device).
+* ``"triton"``: :mod:`treelm.kernels.onlstm_triton`, the same Function with the per-step gate math
+  in one Triton kernel (CUDA tensors, or CPU under ``TRITON_INTERPRET=1``); needs ``triton``.
+* ``"auto"`` / ``"fused"``: Triton for CUDA tensors when it is importable, ``"cpu"`` otherwise.
+
+``"reference"`` (the readable per-step cell) is handled by the cell itself.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from treelm.kernels.onlstm_cpu import onlstm_cpu
+
+IMPLS = ("auto", "fused", "cpu", "triton")
+
+
+def onlstm_sequence(
+    x: Tensor,
+    state: tuple[Tensor, Tensor],
+    weight_ih: Tensor,
+    bias_ih: Tensor,
+    weight_hh: Tensor,
+    bias_hh: Tensor,
+    n_levels: int,
+    master_input: str,
+    impl: str = "auto",
+) -> tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]:
+    """Whole-sequence ON-LSTM: x (T, B, I), state ``(h0, c0)`` each (B, H).
+
+    ``weight_ih`` (G, I), ``weight_hh`` (G, H), biases (G,), ``G = 4H + 2·n_levels``, laid out as
+    in :mod:`treelm.cells.onlstm`. Returns ``out`` (T, B, H), ``(h_T, c_T)`` and
+    ``{"df": (T, B), "di": (T, B)}``, equal to the reference cell's (up to rounding), with
+    gradients for every tensor argument, the levels included.
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"unknown ON-LSTM impl {impl!r}; choose one of {IMPLS} or 'reference'")
+    args = (x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input)
+    if impl == "triton" or (impl in ("auto", "fused") and x.is_cuda and triton_available()):
+        from treelm.kernels.onlstm_triton import onlstm_triton
+
+        return onlstm_triton(*args)
+    return onlstm_cpu(*args)
+
+
+def triton_available() -> bool:
+    """Whether ``triton`` can be imported (checked once)."""
+    global _TRITON
+    if _TRITON is None:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            _TRITON = False
+        else:
+            _TRITON = True
+    return _TRITON
+
+
+_TRITON: bool | None = None

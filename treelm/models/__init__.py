@@ -1,0 +1,23 @@
+"""Models, built from the ``model:`` section of a config by :func:`build_model`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from treelm.errors import ConfigError
+from treelm.models.lm import RNNLM
+
+MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM}
+
+
+def build_model(spec: dict[str, Any], vocab_size: int) -> nn.Module:
+    spec = dict(spec)
+    kind = spec.pop("type", "lm")
+    if kind not in MODELS:
+        raise ConfigError(f"unknown model type {kind!r}; choose one of {', '.join(MODELS)}")
+    try:
+        return MODELS[kind](vocab_size, **spec)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"bad model options for {kind!r}: {e}") from None

@@ -1,0 +1,91 @@
+"""The recurrent language model of AWD-LSTM / ON-LSTM (Merity et al. 2018; Shen et al. 2019).
+
+    e_t = E[w_t]                       embedding, E with embedding dropout (row-wise), (V, E)
+    x_t = LockedDropout_i(e_t)
+    h_t = Stack(x_t)                   any cell, per-layer sizes, locked dropout between layers,
+                                       DropConnect on hidden-to-hidden weights
+    p(w_{t+1} | w_≤t) = softmax(W_o LockedDropout_o(h_t) + b_o)     W_o = E when tied
+
+tokens: (T, B) int64 -> logits (T, B, V). ``embedding: onehot`` feeds one-hot vectors (fixed
+identity embedding) as in Sutskever et al.'s character models; then ``sizes[0]`` must be V.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from treelm.cells import State
+from treelm.nn.dropout import embedding_dropout, locked_dropout
+from treelm.nn.stack import RNNStack
+
+
+@dataclass
+class LMOutput:
+    logits: Tensor                  # (T, B, V)
+    states: list[State]             # per layer, to carry into the next batch
+    raw: list[Tensor]               # per layer output before dropout, (T, B, ·): TAR
+    dropped: Tensor                 # last layer output after output dropout, (T, B, ·): AR
+    aux: list[dict[str, Tensor]]    # per layer diagnostics, e.g. ON-LSTM levels "df", "di"
+
+
+class RNNLM(nn.Module):
+    def __init__(
+        self,
+        vocab_size: int,
+        cell: str = "lstm",
+        sizes: list[int] | None = None,
+        tie_weights: bool = True,
+        embedding: str = "learned",
+        dropout: float = 0.0,
+        dropouth: float = 0.0,
+        dropouti: float = 0.0,
+        dropoute: float = 0.0,
+        wdrop: float = 0.0,
+        cell_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        sizes = list(sizes or [400, 1150, 1150, 400])
+        self.vocab_size = vocab_size
+        self.dropout, self.dropouti, self.dropoute = dropout, dropouti, dropoute
+        if embedding not in ("learned", "onehot"):
+            raise ValueError(f"unknown embedding {embedding!r}: learned or onehot")
+        self.onehot = embedding == "onehot"
+        if self.onehot:
+            if sizes[0] != vocab_size:
+                sizes[0] = vocab_size        # one-hot input: the input size is the vocabulary
+            self.register_buffer("eye", torch.eye(vocab_size), persistent=False)
+        else:
+            self.embedding = nn.Embedding(vocab_size, sizes[0])
+            nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+        self.rnn = RNNStack(cell, sizes, dropouth, wdrop, cell_options)
+        self.decoder = nn.Linear(self.rnn.output_size, vocab_size)
+        nn.init.zeros_(self.decoder.bias)
+        if tie_weights:
+            if self.onehot or self.rnn.output_size != sizes[0]:
+                raise ValueError(
+                    "tie_weights needs a learned embedding whose size equals the last layer's "
+                    f"output size (got embedding {sizes[0]}, output {self.rnn.output_size})"
+                )
+            self.decoder.weight = self.embedding.weight
+        else:
+            nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+
+    def embed(self, tokens: Tensor) -> Tensor:
+        if self.onehot:
+            return self.eye[tokens]
+        w = embedding_dropout(self.embedding.weight, self.dropoute, self.training)
+        return locked_dropout(F.embedding(tokens, w), self.dropouti, self.training)
+
+    def forward(self, tokens: Tensor, states: list[State] | None = None) -> LMOutput:
+        out = self.rnn(self.embed(tokens), states)
+        dropped = locked_dropout(out.out, self.dropout, self.training)
+        return LMOutput(self.decoder(dropped), out.states, out.raw, dropped, out.aux)
+
+    def init_states(self, batch: int) -> list[State]:
+        like = self.decoder.weight
+        return [layer.init_state(batch, like) for layer in self.rnn.layers]

@@ -1,0 +1,1 @@
+"""Shared layers: AWD-LSTM dropouts and the multi-layer recurrent stack."""

@@ -1,0 +1,1 @@
+"""Training: the shared loop, optimisers, checkpoints, distributed set-up."""

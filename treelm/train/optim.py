@@ -1,0 +1,74 @@
+"""Optimisers: SGD, Adam, and SGD with the non-monotonically triggered switch to averaged SGD
+(NT-ASGD, Merity et al. 2018, Alg. 1).
+
+NT-ASGD runs plain SGD until the validation loss fails to improve on the best of all but the last
+``nonmono`` evaluations; from then on it keeps the running average of the iterates
+``x̄ = (1/(k−T+1)) Σ_{i=T..k} x_i`` (ASGD with λ = 0, t0 = 0), which is used for evaluation and saved
+as the model. ``swap()`` exchanges the live weights with the averages and back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+OPTIMIZERS = ("sgd", "ntasgd", "adam")
+
+
+def make_optimizer(name: str, params: list[nn.Parameter], lr: float,
+                   weight_decay: float) -> torch.optim.Optimizer:
+    if name in ("sgd", "ntasgd"):
+        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
+
+
+class Averager:
+    """Running average of parameters once triggered (the 'A' in NT-ASGD)."""
+
+    def __init__(self, params: list[nn.Parameter], nonmono: int) -> None:
+        self.params = params
+        self.nonmono = nonmono
+        self.avg: list[torch.Tensor] | None = None
+        self.count = 0
+
+    @property
+    def active(self) -> bool:
+        return self.avg is not None
+
+    def maybe_trigger(self, val_history: list[float]) -> bool:
+        """Alg. 1: switch when the newest loss is worse than the best before the last ``nonmono``."""
+        if self.active or len(val_history) <= self.nonmono:
+            return False
+        if val_history[-1] > min(val_history[: -self.nonmono]):
+            self.avg = [p.detach().clone() for p in self.params]
+            self.count = 1
+            return True
+        return False
+
+    @torch.no_grad()
+    def update(self) -> None:
+        if self.avg is None:
+            return
+        self.count += 1
+        for a, p in zip(self.avg, self.params):
+            a.add_(p - a, alpha=1.0 / self.count)
+
+    @torch.no_grad()
+    def swap(self) -> None:
+        if self.avg is None:
+            return
+        for a, p in zip(self.avg, self.params):
+            tmp = p.detach().clone()
+            p.copy_(a)
+            a.copy_(tmp)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"avg": self.avg, "count": self.count}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        self.avg = d["avg"]
+        self.count = d["count"]
