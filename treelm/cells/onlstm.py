@@ -15,8 +15,8 @@ which is ``c_t = ω∘(f∘c_{t-1} + i∘ĉ) + (f̃−ω)∘c_{t-1} + (ĩ−ω)�
 hold short-lived information, high levels long-lived. f, i, o, ĉ are the usual LSTM gates.
 
 ``master_input="symmetric"`` replaces Eq. 10 by the right-to-left cumulative softmax
-``ĩ_k = Σ_{j ≥ k} softmax(x)_j`` (Su Jianlin, "ON-LSTM: 用有序神经元表达层次结构", 2019), which unlike
-``1 − cumax`` can write the top level.
+``ĩ_k = Σ_{j ≥ k} softmax(x)_j`` (Su Jianlin, "ON-LSTM: 用有序神经元表达层次结构", 2019),
+which unlike ``1 − cumax`` can write the top level.
 
 Per step the cell reports the master-gate levels used for tree induction (the ``distance`` of the
 official code): ``df = 1 − mean_k f̃_t(k)`` and ``di = mean_k ĩ_t(k)``, each ``(B,)``.

@@ -40,7 +40,8 @@ class Averager:
         return self.avg is not None
 
     def maybe_trigger(self, val_history: list[float]) -> bool:
-        """Alg. 1: switch when the newest loss is worse than the best before the last ``nonmono``."""
+        """Alg. 1: switch when the newest loss is worse than the best before the last
+        ``nonmono``."""
         if self.active or len(val_history) <= self.nonmono:
             return False
         if val_history[-1] > min(val_history[: -self.nonmono]):

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from treelm.config import dump_config
+from treelm.data.batching import BPTTSchedule, batchify
 from treelm.data.corpus import Corpus, load_corpus
 from treelm.data.vocab import Vocab
 from treelm.errors import ConfigError
@@ -37,7 +38,6 @@ from treelm.train.checkpoint import (
 )
 from treelm.train.lm_task import detach_states, evaluate_lm, iterate, lm_loss, metric
 from treelm.train.optim import Averager, make_optimizer
-from treelm.data.batching import BPTTSchedule, batchify
 
 SCHEDULES = ("constant", "plateau", "linear_time")
 
@@ -136,6 +136,7 @@ class Trainer:
         self.elapsed = 0.0
         self.tokens_seen = 0
         self.epoch_loss, self.epoch_tokens = 0.0, 0
+        self.win_loss, self.win_tok = 0.0, 0     # since the last progress line
         self.metrics_bytes = 0
         if resume:
             self._restore()
@@ -155,6 +156,7 @@ class Trainer:
             "best_val": self.best_val, "base_lr": self.base_lr, "bad_evals": self.bad_evals,
             "elapsed": self.elapsed, "tokens_seen": self.tokens_seen,
             "epoch_loss": self.epoch_loss, "epoch_tokens": self.epoch_tokens,
+            "win_loss": self.win_loss, "win_tok": self.win_tok,
             "metrics_bytes": self.metrics_bytes,
             "torch_rng": torch.get_rng_state(), "bptt_rng": self.schedule.rng.getstate(),
             "world": self.dist.world,
@@ -173,6 +175,7 @@ class Trainer:
         self.base_lr, self.bad_evals = s["base_lr"], s["bad_evals"]
         self.elapsed, self.tokens_seen = s["elapsed"], s["tokens_seen"]
         self.epoch_loss, self.epoch_tokens = s["epoch_loss"], s["epoch_tokens"]
+        self.win_loss, self.win_tok = s["win_loss"], s["win_tok"]
         torch.set_rng_state(s["torch_rng"])
         self.schedule.rng.setstate(s["bptt_rng"])
         self.metrics_bytes = s["metrics_bytes"]
@@ -244,6 +247,7 @@ class Trainer:
                 self.bad_evals = 0
             if tc.optimizer == "ntasgd" and self.averager.maybe_trigger(self.val_history):
                 self.say("treelm: switching to averaged SGD (NT-ASGD)")
+                self.log("asgd_start")
             tr_loss = self.epoch_loss / max(1, self.epoch_tokens)
             tname, tvalue = metric(tr_loss, self.level)
             self.log("valid", loss=vloss, **{name: value}, train_loss=tr_loss, lr=self.lr_now(),
@@ -289,7 +293,7 @@ class Trainer:
                        dynamic_ncols=True, disable=None, file=sys.stderr)
         t_last = time.perf_counter()
         t_save, t_eval = self.elapsed, self.elapsed
-        win_loss, win_tok, win_t0, win_batches = 0.0, 0, time.perf_counter(), 0
+        win_t0, win_tok_timed = time.perf_counter(), 0
         for batch in iterate(self.train_data, self.schedule, self.row):
             lr = self.lr_now() * batch.lr_scale
             for g in self.optimizer.param_groups:
@@ -308,18 +312,18 @@ class Trainer:
             self.tokens_seen += ntok
             self.epoch_loss += ce.item() * ntok
             self.epoch_tokens += ntok
-            win_loss += ce.item() * ntok
-            win_tok += ntok
-            win_batches += 1
+            self.win_loss += ce.item() * ntok
+            self.win_tok += ntok
+            win_tok_timed += ntok
             now = time.perf_counter()
             self.elapsed += now - t_last
             t_last = now
             if bar is not None:
                 bar.update(batch.inputs.size(0))
-            if win_batches >= tc.log_interval or self.row >= n_rows - 2:
-                wl = win_loss / win_tok
+            if self.step % tc.log_interval == 0 or self.row >= n_rows - 2:
+                wl = self.win_loss / self.win_tok
                 name, value = metric(wl, self.level)
-                tok_s = win_tok / max(1e-9, now - win_t0)
+                tok_s = win_tok_timed / max(1e-9, now - win_t0)
                 self.log("train", loss=wl, **{name: value}, tok_s=tok_s, lr=lr)
                 if bar is not None and not bar.disable:
                     bar.set_postfix_str(f"loss {wl:.3f} {name} {value:.2f} {tok_s:,.0f} tok/s",
@@ -328,7 +332,8 @@ class Trainer:
                     self.say(f"  epoch {self.epoch} {100 * self.row / n_rows:5.1f}% | "
                              f"loss {wl:.3f} | {name} {value:8.2f} | {tok_s:7,.0f} tok/s "
                              f"| {self.elapsed / 60:5.1f} min")
-                win_loss, win_tok, win_t0, win_batches = 0.0, 0, now, 0
+                self.win_loss, self.win_tok = 0.0, 0
+                win_t0, win_tok_timed = now, 0
             if tc.eval_every_minutes and self.elapsed - t_eval >= 60 * tc.eval_every_minutes:
                 vloss = self.validate()
                 name, value = metric(vloss, self.level)

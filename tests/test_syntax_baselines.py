@@ -1,0 +1,63 @@
+"""Tests for treelm.syntax.baselines."""
+
+import numpy as np
+import pytest
+
+from treelm.data.treebank import GoldTree
+from treelm.syntax.baselines import (
+    balanced,
+    evaluate_baselines,
+    left_branching,
+    random_tree,
+    right_branching,
+)
+from treelm.syntax.trees import tree_leaves, tree_spans
+
+
+def test_shapes():
+    words = list("abcde")
+    assert left_branching(words) == [[[["a", "b"], "c"], "d"], "e"]
+    assert right_branching(words) == ["a", ["b", ["c", ["d", "e"]]]]
+    assert balanced(words) == [[["a", "b"], "c"], ["d", "e"]]  # left half gets the extra word
+    assert balanced(list("abcd")) == [["a", "b"], ["c", "d"]]
+    for make in (left_branching, right_branching, balanced):
+        assert make(["x"]) == "x"
+        with pytest.raises(ValueError):
+            make([])
+
+
+def test_spans_by_formula():
+    n = 9
+    words = list(range(n))
+    assert tree_spans(right_branching(words)) == {(i, n) for i in range(n - 1)}
+    assert tree_spans(left_branching(words)) == {(0, j) for j in range(2, n + 1)}
+
+
+def test_random_tree_is_seeded_binary_and_uniform_at_the_top():
+    words = list(range(6))
+    assert random_tree(words, 3) == random_tree(words, 3)
+    tree = random_tree(words, np.random.default_rng(0))
+    assert tree_leaves(tree) == words and len(tree_spans(tree)) == 5
+    rng = np.random.default_rng(1)
+    first_split = [len(tree_leaves(random_tree(words, rng)[0])) for _ in range(2000)]
+    counts = np.bincount(first_split, minlength=6)[1:]
+    assert counts.min() > 300  # each of the 5 split points ~400 times
+
+
+def test_long_inputs_are_iterative():
+    words = list(range(20000))
+    for make in (left_branching, right_branching, balanced):
+        assert len(tree_spans(make(words))) == len(words) - 1
+
+
+def test_evaluate_baselines_on_tiny_corpus():
+    golds = [
+        GoldTree(list("abcd"), ["a", ["b", ["c", "d"]]], [("S", 0, 4), ("VP", 1, 4)]),
+        GoldTree(list("abc"), ["a", ["b", "c"]], [("S", 0, 3), ("VP", 1, 3)]),
+    ]
+    results = evaluate_baselines(golds, seeds=range(3))
+    assert results["right_branching"]["sentence_f1"] == 1.0
+    assert results["left_branching"]["corpus_f1"] == 0.0
+    assert results["right_branching"]["label_recall"] == {"VP": 1.0}
+    rand = results["random"]["sentence_f1"]
+    assert len(rand["runs"]) == 3 and 0.0 <= rand["mean"] <= 1.0 and rand["std"] >= 0.0

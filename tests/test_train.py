@@ -1,0 +1,153 @@
+"""The trainer end to end on the tiny config: learning, resume after SIGKILL, run-dir errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from treelm.cli import main
+from treelm.errors import CheckpointError
+from treelm.run import load_run
+from treelm.train.checkpoint import read_pointer
+from treelm.train.optim import Averager
+
+CFG = "configs/tiny-lm.yaml"
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _train(run: Path, *overrides: str) -> None:
+    assert main(["train", "--config", CFG, "--out", str(run), "--quiet", *overrides]) == 0
+
+
+def test_training_lowers_valid_loss_and_eval_matches(tmp_path, root, capsys):
+    os.chdir(root)
+    run = tmp_path / "r"
+    _train(run, "train.epochs=3")
+    vals = [m for m in _metrics(run) if m["event"] == "valid"]
+    assert len(vals) == 3 and vals[-1]["loss"] < vals[0]["loss"]
+    assert main(["eval", str(run), "--split", "valid"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    best = min(v["loss"] for v in vals)
+    assert out["loss"] == pytest.approx(best, abs=1e-4)
+
+
+@pytest.mark.parametrize("cell,opts", [("lstm", []), ("gru", []),
+                                       ("elman", ["model.cell_options={}"])])
+def test_other_cells_train(tmp_path, root, cell, opts):
+    os.chdir(root)
+    run = tmp_path / cell
+    _train(run, f"model.cell={cell}", "model.cell_options={}", "train.epochs=1", *opts)
+    assert (run / "checkpoint.json").exists()
+
+
+def test_averager_trigger_rule_and_mean():
+    """Merity et al. Alg. 1: switch when the newest loss is worse than min(all but last n)."""
+    p = torch.nn.Parameter(torch.zeros(3))
+    avg = Averager([p], nonmono=2)
+    assert not avg.maybe_trigger([5.0, 4.0])              # too few evaluations
+    assert not avg.maybe_trigger([5.0, 4.0, 4.5])         # 4.5 < min([5.0])
+    assert avg.maybe_trigger([5.0, 4.0, 4.5, 4.2])        # 4.2 > min([5.0, 4.0])
+    for v in (1.0, 2.0, 3.0):
+        with torch.no_grad():
+            p.fill_(v)
+        avg.update()
+    avg.swap()
+    assert torch.allclose(p, torch.full((3,), 1.5))       # mean of 0 (at switch), 1, 2, 3
+    avg.swap()
+    assert torch.allclose(p, torch.full((3,), 3.0))
+
+
+def test_ntasgd_switches_and_saves_averaged(tmp_path, root):
+    os.chdir(root)
+    run = tmp_path / "asgd"
+    # a huge learning rate makes validation worsen quickly, which triggers the switch
+    _train(run, "train.optimizer=ntasgd", "train.nonmono=1", "train.epochs=5", "train.lr=60")
+    assert any(m["event"] == "asgd_start" for m in _metrics(run))
+    ptr = read_pointer(run)
+    assert (run / ptr["last"] / "averaged.safetensors").exists()
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    r = load_run(run, "last")
+    return {k: v.clone() for k, v in r.model.state_dict().items()}
+
+
+def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root):
+    """Kill mid-epoch with SIGKILL, resume, and get the same curve and weights as one run."""
+    os.chdir(root)
+    common = ["train.epochs=3", "train.save_every_batches=7", "train.log_interval=5"]
+    ref = tmp_path / "ref"
+    _train(ref, *common)
+    run = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", CFG, "--out", str(run),
+           "--quiet", *common]
+    proc = subprocess.Popen(cmd, cwd=root)
+    deadline = time.time() + 60
+    # wait until a mid-epoch checkpoint of epoch 2 exists, then kill without warning
+    while time.time() < deadline:
+        time.sleep(0.05)
+        m = run / "metrics.jsonl"
+        lines = m.read_text().splitlines() if m.exists() else []
+        if any('"epoch": 2' in l and '"train"' in l for l in lines):
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (run / "checkpoint.json").exists()
+    assert main(["train", "--resume", str(run), "--quiet"]) == 0
+    def curve(r: Path) -> list[tuple]:
+        return [(m["event"], m["step"], round(m.get("loss", m.get("best_valid_loss")), 6))
+                for m in _metrics(r)]
+
+    a, b = curve(ref), curve(run)
+    assert a == b
+    wa, wb = _weights(ref), _weights(run)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_run_dir_errors(tmp_path, root, capsys):
+    os.chdir(root)
+    run = tmp_path / "r"
+    _train(run, "train.epochs=1")
+    # not a run dir
+    assert main(["eval", str(tmp_path)]) == 2
+    assert "not a treelm run directory" in capsys.readouterr().err
+    # another model: same type but other sizes -> clear error
+    other = tmp_path / "other"
+    _train(other, "train.epochs=1", "model.sizes=[16,24,16]", "model.cell_options={chunk_size: 8}")
+    ptr = read_pointer(run)
+    optr = read_pointer(other)
+    (run / ptr["best"] / "model.safetensors").write_bytes(
+        (other / optr["best"] / "model.safetensors").read_bytes())
+    with pytest.raises(CheckpointError, match="do not fit|another model"):
+        load_run(run)
+    # corrupted weights
+    (run / ptr["best"] / "model.safetensors").write_bytes(b"garbage" * 10)
+    assert main(["eval", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "corrupted" in err and len(err.splitlines()) == 1
+    # corrupted trainer state: resume refuses clearly, nothing is unpickled
+    (run / ptr["last"] / "trainer.pt").write_bytes(b"\x80\x04junk")
+    assert main(["train", "--resume", str(run), "--quiet"]) == 2
+    assert "corrupted" in capsys.readouterr().err
+
+
+def test_config_errors(tmp_path, root, capsys):
+    os.chdir(root)
+    assert main(["train", "--config", "nope.yaml", "--out", str(tmp_path / "x")]) == 2
+    assert "no such config file" in capsys.readouterr().err
+    assert main(["train", "--config", CFG, "--out", str(tmp_path / "x"), "train.bogus=1"]) == 2
+    assert "unknown train options" in capsys.readouterr().err
+    assert main(["train", "--config", CFG, "--out", str(tmp_path / "x"), "model.cell=xyz"]) == 2
+    assert "unknown cell" in capsys.readouterr().err
+    assert main(["train", "--config", CFG, "--out", str(tmp_path / "x"),
+                 "data.file=/no/such.txt"]) == 2
+    assert "/no/such.txt: no such file" in capsys.readouterr().err

@@ -1,0 +1,63 @@
+"""Model-independent unsupervised-syntax evaluation (ON-LSTM, Shen et al., ICLR 2019).
+
+* :mod:`treelm.syntax.trees` -- ``build_tree`` from per-token levels and nested-list tree
+  helpers (brackets, JSON, spans, depth, ASCII drawing), all iterative;
+* :mod:`treelm.syntax.metrics` -- sentence- and corpus-level unlabeled F1, per-label recall,
+  depth, ``evaluate``;
+* :mod:`treelm.syntax.baselines` -- left/right-branching, balanced and random trees;
+* :mod:`treelm.syntax.render` -- PNG drawings (imported lazily: it needs matplotlib).
+
+Gold trees come from :mod:`treelm.data.treebank`.
+"""
+
+from treelm.syntax.baselines import (
+    balanced,
+    evaluate_baselines,
+    left_branching,
+    random_tree,
+    right_branching,
+)
+from treelm.syntax.metrics import (
+    PRF,
+    brackets,
+    corpus_f1,
+    evaluate,
+    label_recall,
+    sentence_f1,
+    sentence_prf,
+)
+from treelm.syntax.trees import (
+    ascii_tree,
+    build_tree,
+    leaf_depths,
+    mean_leaf_depth,
+    tree_depth,
+    tree_leaves,
+    tree_spans,
+    tree_to_brackets,
+    tree_to_json,
+)
+
+__all__ = [
+    "PRF",
+    "ascii_tree",
+    "balanced",
+    "brackets",
+    "build_tree",
+    "corpus_f1",
+    "evaluate",
+    "evaluate_baselines",
+    "label_recall",
+    "leaf_depths",
+    "left_branching",
+    "mean_leaf_depth",
+    "random_tree",
+    "right_branching",
+    "sentence_f1",
+    "sentence_prf",
+    "tree_depth",
+    "tree_leaves",
+    "tree_spans",
+    "tree_to_brackets",
+    "tree_to_json",
+]

@@ -1,0 +1,279 @@
+"""Unlabeled binary trees induced from ON-LSTM levels, and helpers over nested-list trees.
+
+A *tree* here is a nested Python ``list``/``tuple`` whose non-sequence items are the leaves
+(tokens: ``str`` in practice, ``int`` in tests).  A bare leaf is a valid one-token tree.
+``[["the", "cat"], ["sat", "down"]]`` is the tree ``((the cat) (sat down))``.
+
+Every function in this module walks trees with an explicit stack, never with Python
+recursion, so a left- or right-branching tree over 100,000 tokens works as well as a short
+one (no ``RecursionError``; linear time in the size of the tree or of the output).
+
+Parsing from levels follows the greedy top-down procedure of Shen et al., "Ordered Neurons:
+Integrating Tree Structures into Recurrent Neural Networks" (ICLR 2019), Sec. 5.2 /
+``build_tree`` in the official ``test_phrase_grammar.py``: the token whose level (the
+master-forget-gate "split point" estimate ``d_t``) is highest opens a new constituent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+#: A nested-list tree; leaves are any non-list/tuple objects.
+Tree = Any
+
+_OPEN, _LEAF, _CLOSE = 0, 1, 2
+
+
+def is_leaf(tree: Tree) -> bool:
+    """True for a leaf (anything that is not a ``list`` or ``tuple``)."""
+    return not isinstance(tree, (list, tuple))
+
+
+TREE_STYLES = ("official", "split")
+
+
+def _cartesian(values: list[float], first: int) -> tuple[list[int], list[int], int]:
+    """Max-Cartesian tree over positions ``first..n-1`` with a monotone stack, O(n).
+
+    Strict ``<`` keeps the leftmost of equal values as the ancestor, so ties go leftmost.
+    Returns left-child and right-child arrays (-1 = none) and the root.
+    """
+    n = len(values)
+    left, right = [-1] * n, [-1] * n
+    stack: list[int] = []
+    for i in range(first, n):
+        last = -1
+        while stack and values[stack[-1]] < values[i]:
+            last = stack.pop()
+        left[i] = last
+        if stack:
+            right[stack[-1]] = i
+        stack.append(i)
+    return left, right, stack[0]
+
+
+def build_tree(levels: Sequence[float], tokens: Sequence[T], style: str = "official") -> Tree:
+    """Greedy top-down binary tree from per-token levels (ON-LSTM, Shen et al. 2019, Sec. 5.2).
+
+    ``style="official"`` (default) is the rule of the official evaluation
+    (``build_tree`` in ON-LSTM's ``test_phrase_grammar.py``): in a span, the token ``x_k`` with the
+    highest level (ties: leftmost) starts a new constituent that it opens,
+    ``[tree(x_<k), [x_k, tree(x_>k)]]``; an empty side is left out, so ``k = 0`` gives
+    ``[x_0, tree(x_>0)]`` and ``k = n-1`` gives ``[tree(x_<k), x_k]``.
+
+    ``style="split"`` is the split-point variant (also in the official file, commented out, and in
+    Su Jianlin's re-implementation): ``k = argmax_{i ≥ 1}`` and the span becomes
+    ``[tree(x_<k), tree(x_≥k)]``.
+
+    Both are max-Cartesian trees of the levels, built with a monotone stack in O(n) and unfolded
+    with an explicit stack: no recursion, so 100,000-token inputs are fine.
+
+    Args:
+        levels: n real numbers (list, numpy array or 1-D CPU tensor).
+        tokens: n leaves, returned unchanged at the bottom of the tree.
+
+    Returns:
+        A nested-list binary tree with n leaves (the bare token if n == 1).
+
+    Raises:
+        ValueError: if the lengths differ, n == 0, levels are not 1-D, a level is NaN, or the
+        style is unknown.
+    """
+    if style not in TREE_STYLES:
+        raise ValueError(f"unknown tree style {style!r}; choose one of {TREE_STYLES}")
+    lv = np.asarray(levels, dtype=np.float64)
+    if lv.ndim != 1:
+        raise ValueError(f"levels must be 1-D, got shape {lv.shape}")
+    n = len(tokens)
+    if lv.shape[0] != n:
+        raise ValueError(f"{lv.shape[0]} levels for {n} tokens")
+    if n == 0:
+        raise ValueError("cannot build a tree over zero tokens")
+    if np.isnan(lv).any():
+        raise ValueError("levels contain NaN")
+    if n == 1:
+        return tokens[0]
+    values = lv.tolist()
+    if style == "split":
+        return _unfold_split(values, tokens)
+    left, right, root = _cartesian(values, 0)
+    # post-order over the Cartesian tree: node k -> [L, [x_k, R]] with empty sides dropped
+    built: dict[int, Tree] = {}
+    todo: list[tuple[int, bool]] = [(root, False)]
+    while todo:
+        k, ready = todo.pop()
+        if not ready:
+            todo.append((k, True))
+            todo.extend((c, False) for c in (left[k], right[k]) if c >= 0)
+            continue
+        part: Tree = tokens[k] if right[k] < 0 else [tokens[k], built.pop(right[k])]
+        built[k] = part if left[k] < 0 else [built.pop(left[k]), part]
+    return built[root]
+
+
+def _unfold_split(values: list[float], tokens: Sequence[T]) -> Tree:
+    n = len(values)
+    left, right, root = _cartesian(values, 1)
+    # span [lo, hi) with split k -> [span(lo, k), span(k, hi)]; the split of [lo, k) is k's left
+    # Cartesian child, that of [k, hi) its right child
+    holder: list[Tree] = []
+    todo: list[tuple[int, int, int, list[Tree]]] = [(0, n, root, holder)]
+    while todo:
+        lo, hi, k, out = todo.pop()
+        if hi - lo == 1:
+            out.append(tokens[lo])
+            continue
+        node: list[Tree] = []
+        out.append(node)
+        todo.append((k, hi, right[k], node))  # popped after the left part is complete
+        todo.append((lo, k, left[k], node))
+    return holder[0]
+
+
+def _events(tree: Tree) -> Iterator[tuple[int, Tree]]:
+    """Pre-order walk yielding ``(_OPEN, node)``, ``(_LEAF, leaf)``, ``(_CLOSE, node)``."""
+    stack: list[tuple[int, Tree]] = [(_OPEN, tree)]
+    while stack:
+        kind, item = stack.pop()
+        if kind == _CLOSE:
+            yield _CLOSE, item
+        elif is_leaf(item):
+            yield _LEAF, item
+        else:
+            yield _OPEN, item
+            stack.append((_CLOSE, item))
+            stack.extend((_OPEN, child) for child in reversed(item))
+
+
+def tree_leaves(tree: Tree) -> list[Any]:
+    """The leaves of ``tree`` from left to right (``[tree]`` for a bare leaf)."""
+    return [item for kind, item in _events(tree) if kind == _LEAF]
+
+
+def tree_spans(tree: Tree) -> set[tuple[int, int]]:
+    """All constituent spans ``(start, end_exclusive)`` covering at least two leaves.
+
+    Leaf positions are counted from 0. The whole-sentence span ``(0, n)`` is included
+    (metrics drop it themselves); a unary node contributes the same span as its child.
+    """
+    spans: set[tuple[int, int]] = set()
+    starts: list[int] = []
+    pos = 0
+    for kind, _ in _events(tree):
+        if kind == _LEAF:
+            pos += 1
+        elif kind == _OPEN:
+            starts.append(pos)
+        else:
+            start = starts.pop()
+            if pos - start >= 2:
+                spans.add((start, pos))
+    return spans
+
+
+def leaf_depths(tree: Tree) -> list[int]:
+    """For each leaf, the number of internal nodes above it (0 for a bare-leaf tree)."""
+    depths: list[int] = []
+    depth = 0
+    for kind, _ in _events(tree):
+        if kind == _OPEN:
+            depth += 1
+        elif kind == _CLOSE:
+            depth -= 1
+        else:
+            depths.append(depth)
+    return depths
+
+
+def tree_depth(tree: Tree) -> int:
+    """Height of the tree in edges: 0 for a bare leaf, 1 for ``[a, b]``, n-1 for a chain."""
+    return max(leaf_depths(tree), default=0)
+
+
+def mean_leaf_depth(tree: Tree) -> float:
+    """Mean over leaves of :func:`leaf_depths`.
+
+    This is ``average_depth`` of the ON-LSTM/PRPN ``parse_comparison.py`` (number of
+    brackets enclosing each word in the bracketed string, averaged over words).
+    """
+    depths = leaf_depths(tree)
+    return sum(depths) / len(depths) if depths else 0.0
+
+
+def tree_to_brackets(tree: Tree) -> str:
+    """Bracketed string, e.g. ``((the cat) (sat down))``; leaves are rendered with ``str``."""
+    parts: list[str] = []
+    prev = None
+    for kind, item in _events(tree):
+        if kind == _CLOSE:
+            parts.append(")")
+        else:
+            if prev is not None and prev != _OPEN:
+                parts.append(" ")
+            parts.append("(" if kind == _OPEN else str(item))
+        prev = kind
+    return "".join(parts)
+
+
+def tree_to_json(tree: Tree) -> str:
+    """Compact JSON of nested lists with non-ASCII text kept, e.g. ``[["苹果","的"],"什么"]``.
+
+    Leaves are encoded with ``json.dumps`` (so they must be JSON-serialisable); tuples become
+    lists. The encoder is iterative, unlike ``json.dumps`` on a deeply nested list.
+    """
+    parts: list[str] = []
+    prev = None
+    for kind, item in _events(tree):
+        if kind == _CLOSE:
+            parts.append("]")
+        else:
+            if prev is not None and prev != _OPEN:
+                parts.append(",")
+            parts.append("[" if kind == _OPEN else json.dumps(item, ensure_ascii=False))
+        prev = kind
+    return "".join(parts)
+
+
+def ascii_tree(tree: Tree) -> str:
+    """Multi-line drawing of ``tree`` with box-drawing characters, one leaf per line.
+
+    The root is on the left, leaves on the right; each internal node is a ``┬`` whose first
+    child continues on the same line and whose other children hang below it::
+
+        ┬─┬─ the
+        │ └─ cat
+        └─┬─ sat
+          └─ down
+
+    Cost is linear in the size of the drawing (which is O(n * depth) characters).
+    """
+    lines: list[str] = []
+    # (node, prefix for its first line, prefix for the lines below it)
+    stack: list[tuple[Tree, str, str]] = [(tree, "", "")]
+    while stack:
+        node, first, rest = stack.pop()
+        if is_leaf(node):
+            lines.append(f"{first} {node}" if first else str(node))
+            continue
+        children = list(node)
+        if not children:
+            lines.append(f"{first} ∅")
+            continue
+        jobs = []
+        for i, child in enumerate(children):
+            last = i == len(children) - 1
+            if i == 0:
+                head = first + ("─" if last else "┬")
+            else:
+                head = rest + ("└" if last else "├")
+            below = rest + (" " if last else "│")
+            jobs.append((child, head + "─", below + " "))
+        stack.extend(reversed(jobs))
+    return "\n".join(lines)
+
