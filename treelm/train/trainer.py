@@ -11,6 +11,7 @@ RNG state).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import sys
@@ -272,10 +273,11 @@ class Trainer:
         summary = {"best_valid_loss": self.best_val, f"best_valid_{name}": value,
                    "elapsed": self.elapsed, "tokens": self.tokens_seen, "epochs": self.epoch - 1}
         if self.dist.enabled:
-            digest = float(sum(p.double().sum() * (i + 1)
-                               for i, p in enumerate(self.model.parameters())))
-            digests = D.gather_objects(digest, self.dist)
-            summary["rank_digests"] = digests
+            # every rank's weights, hashed: DDP must have kept them identical
+            h = hashlib.sha256()
+            for p in self.model.parameters():
+                h.update(p.detach().cpu().numpy().tobytes())
+            summary["rank_digests"] = D.gather_objects(h.hexdigest(), self.dist)
         self.log("done", **summary)
         D.teardown(self.dist)
         return summary

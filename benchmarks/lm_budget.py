@@ -1,0 +1,92 @@
+"""Train language-model configs for the same wall time and compare what they reach.
+
+    python benchmarks/lm_budget.py --minutes 60 --configs configs/ptb-onlstm-cpu.yaml \
+        configs/ptb-lstm-cpu.yaml
+
+Each config is trained alone (one after the other, never side by side: two jobs on two cores
+halve each other) by ``treelm train ... train.max_minutes=M`` into ``--runs/<config name>``, with a
+validation every ``--eval-every`` minutes. The JSON record
+(``benchmarks/results/lm_budget-DATE.json``;
+entries of the same day are merged by config) holds per config: parameters, tokens seen, tokens/s,
+the validation curve (minutes, perplexity or bits/char), the best validation figure and, with
+``--test``, the test figure of the best checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
+
+
+def read_metrics(run: Path) -> list[dict]:
+    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l]
+
+
+def summarize(run: Path, minutes: float) -> dict:
+    ms = read_metrics(run)
+    valid = [m for m in ms if m["event"] == "valid"]
+    train = [m for m in ms if m["event"] == "train"]
+    done = next((m for m in reversed(ms) if m["event"] == "done"), {})
+    key = "bpc" if valid and "bpc" in valid[0] else "ppl"
+    elapsed = done.get("elapsed", valid[-1]["elapsed"] if valid else 0.0)
+    tokens = done.get("tokens", train[-1]["tokens"] if train else 0)
+    return {
+        "minutes": minutes,
+        "metric": key,
+        "tokens_seen": tokens,
+        "tokens_per_s": tokens / elapsed if elapsed else None,
+        "epochs_completed": sum(1 for m in valid if m.get("epoch_end")),
+        "valid_curve": [[round(m["elapsed"] / 60, 2), round(m[key], 3)] for m in valid],
+        f"best_valid_{key}": min((m[key] for m in valid), default=None),
+        "elapsed_s": elapsed,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, required=True, help="wall-time budget per config")
+    ap.add_argument("--configs", nargs="+", required=True, help="YAML configs to compare")
+    ap.add_argument("--runs", default="runs/lm_budget", help="where the run directories go")
+    ap.add_argument("--eval-every", type=float, default=None,
+                    help="minutes between validations inside an epoch (default: minutes / 12)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--test", action="store_true", help="also evaluate the best checkpoint on test")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
+    args = ap.parse_args()
+    results = {}
+    for cfg in args.configs:
+        name = Path(cfg).stem
+        run = Path(args.runs) / name
+        every = args.eval_every or max(0.5, args.minutes / 12)
+        cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", cfg, "--out", str(run),
+               "--force", f"train.max_minutes={args.minutes}", f"train.eval_every_minutes={every}",
+               f"train.threads={args.threads}", "train.epochs=100000", *args.overrides]
+        print("+", " ".join(cmd), file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True)
+        res = summarize(run, args.minutes)
+        res["config"] = cfg
+        res["run_dir"] = str(run)
+        res["parameters"] = _parameters(run)
+        if args.test:
+            out = subprocess.run([sys.executable, "-m", "treelm.cli", "eval", str(run), "--split",
+                                  "test", "--threads", str(args.threads)],
+                                 check=True, capture_output=True, text=True).stdout
+            res["test"] = json.loads(out.strip().splitlines()[-1])
+        results[name] = res
+    write_result("lm_budget", {"configs": results}, merge_key="configs")
+
+
+def _parameters(run: Path) -> int:
+    from treelm.run import load_run
+
+    return sum(p.numel() for p in load_run(run).model.parameters())
+
+
+if __name__ == "__main__":
+    main()
