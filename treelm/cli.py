@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, help="default: the config's eval/test batch size")
     e.add_argument("--threads", type=int, help="torch threads")
     e.set_defaults(func=cmd_eval)
+    from treelm.decode.commands import add_generate, add_probe
+    add_generate(sub)
+    add_probe(sub)
+    from treelm.analysis.commands import add_gradflow
+    add_gradflow(sub)
     return p
 
 

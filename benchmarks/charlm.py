@@ -1,0 +1,202 @@
+"""Character-level PTB: train six recurrent cells of ~1M parameters for the same wall time.
+
+    python benchmarks/charlm.py --minutes 30
+    python benchmarks/charlm.py --minutes 0.1 --configs configs/ptb-char-lstm-1m.yaml \
+        configs/ptb-char-tensor-1m.yaml --runs /tmp/charlm          # smoke test
+
+For each config (default: ``configs/ptb-char-{lstm,gru,elman,onlstm,mrnn,tensor}-1m.yaml``, equal
+parameter counts within 5%), one after the other and never side by side (two jobs on two cores
+halve each other):
+
+1. ``treelm train --config C --out RUNS/<name> --force train.max_minutes=M ...``;
+2. ``treelm eval`` of the best checkpoint on valid and on test (bits per character);
+3. ``treelm generate`` of a ``--sample-length`` (500) character sample with a fixed seed and
+   prompt, at temperature 1 by default (samples as in Sutskever, Martens & Hinton 2011).
+
+The JSON record goes to ``benchmarks/results/charlm-<YYYYMMDD>.json`` (entries of the same day are
+merged by config, so configs may be run by separate invocations) with the machine (platform, CPU
+model, torch version, threads) and the exact commands; the markdown table with the samples goes to
+``docs/charlm.md``, rebuilt from the whole record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+from common import RESULTS, command_line, machine_info, today  # noqa: E402
+from lm_budget import summarize  # noqa: E402
+
+CELLS = ["lstm", "gru", "elman", "onlstm", "mrnn", "tensor"]
+DEFAULT_CONFIGS = [f"configs/ptb-char-{c}-1m.yaml" for c in CELLS]
+TREELM = [sys.executable, "-m", "treelm.cli"]
+
+
+def _run(cmd: list[str], capture: bool = False) -> str:
+    print("+", shlex.join(cmd), file=sys.stderr, flush=True)
+    res = subprocess.run(cmd, check=True, text=True, cwd=ROOT,
+                         stdout=subprocess.PIPE if capture else None)
+    return res.stdout if capture else ""
+
+
+def _last_json(text: str) -> dict[str, Any]:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def _parameters(run: Path) -> tuple[int, str, int]:
+    from treelm.run import load_run
+
+    r = load_run(run)
+    return (sum(p.numel() for p in r.model.parameters()), r.cfg["model"].get("cell", "lstm"),
+            len(r.vocab))
+
+
+def bench_one(cfg: str, args: argparse.Namespace) -> dict[str, Any]:
+    name = Path(cfg).stem
+    run = Path(args.runs) / name
+    threads = ["--threads", str(args.threads)]
+    commands = []
+    every = args.eval_every or max(0.5, args.minutes / 6)
+    train_cmd = [*TREELM, "train", "--config", cfg, "--out", str(run), "--force",
+                 f"train.max_minutes={args.minutes}", f"train.eval_every_minutes={every}",
+                 f"train.threads={args.threads}", *args.overrides]
+    t0 = time.perf_counter()
+    if not args.skip_train:
+        _run(train_cmd)
+        commands.append(train_cmd)
+    wall = time.perf_counter() - t0
+    res: dict[str, Any] = {"config": cfg, "run_dir": str(run)}
+    res.update(summarize(run, args.minutes))
+    res["train_wall_s"] = round(wall, 1) if not args.skip_train else None
+    res["parameters"], res["cell"], res["vocab"] = _parameters(run)
+    for split in ("valid", "test"):
+        cmd = [*TREELM, "eval", str(run), "--split", split, *threads]
+        commands.append(cmd)
+        ev = _last_json(_run(cmd, capture=True))
+        res[f"{split}_bpc"] = ev["bpc"]
+        res[f"{split}_loss"] = ev["loss"]
+    gen = [*TREELM, "generate", str(run), "--prompt", args.prompt, "--length",
+           str(args.sample_length), "--seed", str(args.seed), "--temperature",
+           str(args.temperature), *threads]
+    commands.append(gen)
+    res["sample"] = _run(gen, capture=True)
+    res["commands"] = [shlex.join(["treelm", *c[3:]] if c[:3] == TREELM else c)
+                       for c in commands]
+    return res
+
+
+def write_record(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Write ``record``, merging the ``configs`` of an existing file (same day) into it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        old = json.loads(path.read_text())
+        merged = dict(old.get("configs", {}))
+        merged.update(record["configs"])
+        record["configs"] = merged
+        record["commands"] = [*old.get("commands", [old.get("command")]), record["command"]]
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    return record
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def markdown(record: dict[str, Any]) -> str:
+    cfgs = record["configs"]
+    m = record["machine"]
+    lines = [
+        "# Character-level Penn Treebank: six recurrent cells at ~1M parameters",
+        "",
+        f"Generated by `benchmarks/charlm.py` on {record['date']} (record: "
+        f"`{record['record']}`). Every model is trained alone for the same wall time with Adam "
+        "and gradient-norm clipping (configs `configs/ptb-char-*-1m.yaml`, parameter counts "
+        "within 5% of each other), then its best checkpoint is evaluated in bits per character "
+        "(lower is better).",
+        "",
+        f"Machine: {m.get('cpu')} ({m.get('cpu_count')} logical CPUs), {m.get('platform')}, "
+        f"torch {m.get('torch')}, {m.get('train_threads')} torch threads per job.",
+        "",
+        "Command: `" + "`, `".join(record.get("commands", [record["command"]])) + "`",
+        "",
+        "| config | cell | parameters | minutes | characters seen | chars/s | epochs | "
+        "valid bpc | test bpc |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name, r in sorted(cfgs.items(), key=lambda kv: kv[1].get("test_bpc") or 1e9):
+        lines.append(
+            f"| `{name}` | {r['cell']} | {r['parameters']:,} | {_fmt(r.get('minutes'), 'g')} | "
+            f"{_fmt(r.get('tokens_seen'), ',')} | {_fmt(r.get('tokens_per_s'), ',.0f')} | "
+            f"{r.get('epochs_completed', 0)} | {_fmt(r.get('valid_bpc'), '.3f')} | "
+            f"{_fmt(r.get('test_bpc'), '.3f')} |")
+    s = record["sample_settings"]
+    lines += [
+        "",
+        "The MRNN is the factored multiplicative RNN of Sutskever, Martens & Hinton (2011), "
+        "their Eqs. 4-5 with one-hot input and F = H factors, trained here with Adam instead of "
+        "Hessian-free optimisation; the Tensor RNN is their Eq. 2 (one H x H matrix per input "
+        "character).",
+        "",
+        "## Samples",
+        "",
+        f"{s['length']} characters from each model, prompt {json.dumps(s['prompt'])}, "
+        f"temperature {s['temperature']}, seed {s['seed']} (`treelm generate`); a line break is "
+        "`<eos>`.",
+    ]
+    for name, r in cfgs.items():
+        lines += ["", f"### {name} ({r['cell']}, test {_fmt(r.get('test_bpc'), '.3f')} bpc)", "",
+                  "```text", r["sample"].rstrip("\n"), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, required=True, help="training wall time per config")
+    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS)
+    ap.add_argument("--runs", default="runs/charlm", help="where the run directories go")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="JSON record (default benchmarks/results/charlm-<YYYYMMDD>.json)")
+    ap.add_argument("--doc", type=Path, default=ROOT / "docs/charlm.md",
+                    help="markdown table (default docs/charlm.md)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads per job (2)")
+    ap.add_argument("--eval-every", type=float, default=None,
+                    help="minutes between validations (default: max(0.5, minutes / 6))")
+    ap.add_argument("--sample-length", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=1234, help="sampling seed")
+    ap.add_argument("--prompt", default="the ", help="sample prompt")
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--skip-train", action="store_true",
+                    help="only evaluate and sample existing run directories")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
+    args = ap.parse_args(argv)
+    out = args.out or RESULTS / f"charlm-{today()}.json"
+    results = {}
+    for cfg in args.configs:                      # sequentially, never in parallel
+        results[Path(cfg).stem] = bench_one(cfg, args)
+    machine = machine_info()
+    machine["train_threads"] = args.threads
+    record = {"script": "benchmarks/charlm.py", "date": today(), "command": command_line(),
+              "record": str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out),
+              "machine": machine, "minutes": args.minutes,
+              "sample_settings": {"length": args.sample_length, "seed": args.seed,
+                                  "prompt": args.prompt, "temperature": args.temperature},
+              "configs": results}
+    record = write_record(out, record)
+    args.doc.parent.mkdir(parents=True, exist_ok=True)
+    args.doc.write_text(markdown(record), encoding="utf-8")
+    print(f"wrote {out} and {args.doc}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Count the parameters of the character-level configs (``configs/ptb-char-*-1m.yaml``).
+
+    .venv/bin/python benchmarks/count_params.py [--vocab 50] [CONFIG ...]
+
+Builds each config's model for a vocabulary of ``--vocab`` symbols (50 by default: PTB's 49
+characters and ``<eos>``; the ptb-char vocabulary also holds an unused ``<unk>``, so 51 ids) and
+prints the counts and their spread around the mean. Exit status 1 if one is more than 5% off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TOLERANCE = 0.05
+
+
+def count(config: str | Path, vocab: int = 50) -> int:
+    from treelm.config import load_config
+    from treelm.models import build_model
+
+    model = build_model(load_config(config).get("model", {}), vocab)
+    return sum(p.numel() for p in model.parameters())
+
+
+def default_configs() -> list[Path]:
+    return sorted((ROOT / "configs").glob("ptb-char-*-1m.yaml"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("configs", nargs="*", help="default: configs/ptb-char-*-1m.yaml")
+    ap.add_argument("--vocab", type=int, default=50, help="vocabulary size (50)")
+    args = ap.parse_args(argv)
+    paths = [Path(c) for c in args.configs] or default_configs()
+    counts = {p.stem: count(p, args.vocab) for p in paths}
+    mean = sum(counts.values()) / len(counts)
+    print(f"{'config':<24} {'parameters':>11}  vs mean")
+    for name, n in counts.items():
+        print(f"{name:<24} {n:>11,}  {100 * (n / mean - 1):+5.1f}%")
+    worst = max(abs(n / mean - 1) for n in counts.values())
+    print(f"vocabulary {args.vocab}; largest deviation from the mean {100 * worst:.1f}% "
+          f"(tolerance {100 * TOLERANCE:.0f}%)")
+    return 0 if worst <= TOLERANCE else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

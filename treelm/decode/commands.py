@@ -1,0 +1,240 @@
+"""``treelm generate`` and ``treelm probe``: text from a trained language model.
+
+Both read the prompt / prefix as the run's symbols (characters for a character model, spaces
+included; whitespace-separated words for a word model) and prime the state by running
+``<eos>`` + prompt through the model from the zero state, so that the prompt is read as the start
+of a line, as every training line starts after an ``<eos>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from typing import Any, TextIO
+
+from treelm.data.vocab import EOS, UNK_POLICIES, Vocab
+from treelm.errors import TreelmError
+
+GENERATE_EPILOG = """examples:
+  treelm generate runs/char-lstm --prompt "the company " --length 300 --seed 1
+  treelm generate runs/char-lstm --prompt "the " --length 200 --temperature 0.7 --top-p 0.9
+  treelm generate runs/word-onlstm --prompt "the market" --length 30 --beam 5
+"""
+
+PROBE_EPILOG = """example (Sutskever, Martens & Hinton 2011: "fixi" -> "n"):
+  treelm probe runs/char-mrnn --prefix fixi --prefix breaki --top 5
+"""
+
+
+# ----------------------------------------------------------------------------- helpers
+def prompt_symbols(vocab: Vocab, text: str) -> list[str]:
+    """The symbols of ``text``: characters as typed (a newline is ``<eos>``) or words."""
+    if vocab.level == "char":
+        return [EOS if c == "\n" else c for c in text]
+    return text.split()
+
+
+def encode_prompt(vocab: Vocab, text: str, unk: str, run: str = "") -> list[int]:
+    """``<eos>`` + the prompt's ids; an unknown symbol is ``<unk>`` (``unk="map"``) or an error
+    naming it (``unk="error"``)."""
+    symbols = prompt_symbols(vocab, text)
+    if unk == "error":
+        for s in symbols:
+            if s not in vocab.stoi:
+                where = f" of {run}" if run else ""
+                raise TreelmError(
+                    f"prompt symbol {s!r} is not in the {vocab.level} vocabulary{where} "
+                    f"({len(vocab)} symbols); use --unk map to read it as <unk>")
+    return [vocab.eos, *vocab.encode(symbols, unk="map")]
+
+
+class SymbolWriter:
+    """Writes symbols as they come: words separated by spaces, characters as they are, ``<eos>``
+    as a newline; flushes after every symbol."""
+
+    def __init__(self, vocab: Vocab, out: TextIO) -> None:
+        self.vocab, self.out = vocab, out
+        self.line_start = True
+
+    def write(self, symbol: str) -> None:
+        if symbol == EOS:
+            text = "\n"
+        elif self.vocab.level == "word":
+            text = symbol if self.line_start else " " + symbol
+        else:
+            text = symbol
+        self.out.write(text)
+        self.out.flush()
+        self.line_start = text.endswith("\n")
+
+    def write_all(self, symbols: list[str]) -> None:
+        for s in symbols:
+            self.write(s)
+
+    def end(self) -> None:
+        if not self.line_start:
+            self.out.write("\n")
+            self.out.flush()
+
+
+def _load(args: argparse.Namespace) -> Any:
+    import torch
+
+    from treelm.run import load_run
+
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    return load_run(args.run_dir, args.checkpoint, expect="lm")
+
+
+# ----------------------------------------------------------------------------- generate
+def cmd_generate(args: argparse.Namespace) -> int:
+    import torch
+
+    from treelm.decode.beam import beam_search
+    from treelm.decode.lm import LMStep
+    from treelm.decode.sampling import sample_stream
+
+    if args.length < 0:
+        raise TreelmError(f"--length must be >= 0, got {args.length}")
+    if args.temperature is not None and args.temperature < 0:
+        raise TreelmError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.top_k is not None and args.top_k < 1:
+        raise TreelmError(f"--top-k must be >= 1, got {args.top_k}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise TreelmError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.beam is not None:
+        if args.beam < 1:
+            raise TreelmError(f"--beam must be >= 1, got {args.beam}")
+        if args.temperature is not None or args.top_k is not None or args.top_p is not None:
+            raise TreelmError("--beam searches deterministically; drop --temperature, --top-k "
+                              "and --top-p")
+    r = _load(args)
+    vocab: Vocab = r.vocab
+    ids = encode_prompt(vocab, args.prompt, args.unk, str(r.path))
+    device = next(r.model.parameters()).device
+    step = LMStep(r.model)
+    logits, state = step.prime(torch.tensor(ids, device=device).unsqueeze(1))
+    out = SymbolWriter(vocab, sys.stdout)
+    out.write_all(prompt_symbols(vocab, args.prompt))
+    if args.beam is not None:
+        best = beam_search(step, logits, state, args.beam, args.length, eos=vocab.eos,
+                           alpha=args.length_penalty)[0][0]
+        out.write_all(vocab.decode(best.tokens))
+        out.end()
+        print(f"treelm: beam {args.beam}: {len(best.tokens)} symbols, log-prob "
+              f"{best.logprob:.3f} nats", file=sys.stderr)
+        return 0
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    temperature = 1.0 if args.temperature is None else args.temperature
+    for tok in sample_stream(step, logits, state, args.length, temperature, args.top_k,
+                             args.top_p, gen):
+        out.write(vocab.itos[int(tok[0])])
+    out.end()
+    return 0
+
+
+def add_generate(sub: Any) -> argparse.ArgumentParser:
+    g = sub.add_parser(
+        "generate", help="generate text from a trained language model",
+        description=textwrap.fill(
+            "Prime a trained language model with a prompt and print what follows, "
+            "symbol by symbol as it is produced (words joined by spaces, characters as they are, "
+            "<eos> as a newline). Sampling (default) draws from softmax(logits / T), optionally "
+            "truncated to the top-k symbols and/or the top-p nucleus (Holtzman et al. 2020); "
+            "--temperature 0 is greedy. --beam B runs beam search instead and prints the most "
+            "probable continuation, ending at <eos> or after --length symbols."),
+        epilog=GENERATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("run_dir")
+    g.add_argument("--prompt", default="", help="text to start from (default: empty = a new "
+                   "line)")
+    g.add_argument("--length", type=int, default=200, help="symbols to generate (default 200)")
+    g.add_argument("--temperature", type=float, help="softmax temperature (default 1; 0 = greedy)")
+    g.add_argument("--top-k", type=int, help="sample among the K most likely symbols")
+    g.add_argument("--top-p", type=float, help="sample from the smallest set of symbols whose "
+                   "probability reaches P (nucleus sampling)")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--beam", type=int, help="beam search with B beams instead of sampling")
+    g.add_argument("--length-penalty", type=float, default=0.0, metavar="ALPHA",
+                   help="beam search: rank by log p / ((5+n)/6)^ALPHA (default 0: plain log p)")
+    g.add_argument("--unk", choices=UNK_POLICIES, default="error",
+                   help="a prompt symbol outside the vocabulary: error (default) or map to <unk>")
+    g.add_argument("--checkpoint", choices=["best", "last"], default="best")
+    g.add_argument("--threads", type=int, help="torch threads")
+    g.set_defaults(func=cmd_generate)
+    return g
+
+
+# ----------------------------------------------------------------------------- probe
+def next_symbol_table(model: Any, vocab: Vocab, prefixes: list[str], top: int,
+                      unk: str = "error", run: str = "") -> list[dict[str, Any]]:
+    """For each prefix the ``top`` most likely next symbols with their probabilities."""
+    import torch
+
+    from treelm.decode.lm import LMStep
+
+    step = LMStep(model)
+    device = next(model.parameters()).device
+    rows = []
+    for prefix in prefixes:
+        ids = encode_prompt(vocab, prefix, unk, run)
+        logits, _ = step.prime(torch.tensor(ids, device=device).unsqueeze(1))  # no_grad
+        probs = logits[0].float().softmax(-1)
+        p, i = probs.topk(min(top, probs.numel()))
+        rows.append({"prefix": prefix,
+                     "next": [{"symbol": vocab.itos[j], "prob": round(float(q), 6)}
+                              for q, j in zip(p.tolist(), i.tolist())]})
+    return rows
+
+
+def show_symbol(s: str) -> str:
+    """A symbol made visible in a table: quotes around characters (so a space shows)."""
+    return s if s.startswith("<") and s.endswith(">") else json.dumps(s, ensure_ascii=False)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    width = max([len(show_symbol(r["prefix"])) for r in rows] + [6])
+    sym_w = max([len(show_symbol(n["symbol"])) for r in rows for n in r["next"]] + [4])
+    lines = [f"{'prefix':<{width}}  rank  {'next':<{sym_w}}  prob"]
+    for r in rows:
+        for k, n in enumerate(r["next"], 1):
+            pre = show_symbol(r["prefix"]) if k == 1 else ""
+            lines.append(f"{pre:<{width}}  {k:>4}  {show_symbol(n['symbol']):<{sym_w}}  "
+                         f"{n['prob']:.4f}")
+    return "\n".join(lines)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise TreelmError(f"--top must be >= 1, got {args.top}")
+    r = _load(args)
+    rows = next_symbol_table(r.model, r.vocab, args.prefix, args.top, args.unk, str(r.path))
+    if args.json:
+        print(json.dumps({"run": str(r.path), "level": r.vocab.level, "prefixes": rows},
+                         ensure_ascii=False))
+    else:
+        print(format_table(rows))
+    return 0
+
+
+def add_probe(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "probe", help="the most likely next symbols after given prefixes",
+        description=textwrap.fill(
+            "Print, for each --prefix, the N most likely next symbols and their "
+            "probabilities under a trained language model (the prefix is read as the start of a "
+            "line). Sutskever, Martens & Hinton (2011) show a character MRNN predicting 'n' after "
+            "'fixi'."), epilog=PROBE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir")
+    p.add_argument("--prefix", action="append", required=True,
+                   help="a prefix (repeat for several)")
+    p.add_argument("--top", type=int, default=5, help="symbols per prefix (default 5)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--unk", choices=UNK_POLICIES, default="error",
+                   help="a prefix symbol outside the vocabulary: error (default) or <unk>")
+    p.add_argument("--checkpoint", choices=["best", "last"], default="best")
+    p.add_argument("--threads", type=int, help="torch threads")
+    p.set_defaults(func=cmd_probe)
+    return p
