@@ -5,7 +5,10 @@
 * :mod:`treelm.syntax.metrics` -- sentence- and corpus-level unlabeled F1, per-label recall,
   depth, ``evaluate``;
 * :mod:`treelm.syntax.baselines` -- left/right-branching, balanced and random trees;
-* :mod:`treelm.syntax.render` -- PNG drawings (imported lazily: it needs matplotlib).
+* :mod:`treelm.syntax.render` -- PNG drawings (imported lazily: it needs matplotlib);
+* :mod:`treelm.syntax.levels` -- per-token master-gate levels of a trained ON-LSTM LM, batched
+  (imported lazily: it needs torch);
+* :mod:`treelm.syntax.commands` -- the ``parse``, ``eval-parse``, ``plot`` and ``plot-tree`` verbs.
 
 Gold trees come from :mod:`treelm.data.treebank`.
 """

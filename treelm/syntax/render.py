@@ -167,6 +167,8 @@ def plot_levels(
     path: str | os.PathLike[str],
     title: str | None = None,
     cmap: str = "viridis",
+    row_labels: Sequence[str] | None = None,
+    colorbar_label: str = "level",
 ) -> None:
     """Heat map of per-layer levels with the induced tree drawn above the tokens.
 
@@ -178,6 +180,8 @@ def plot_levels(
         tree: a tree over the same n leaves (e.g. ``build_tree`` of one layer's levels), or
             ``None`` to draw only the heat map.
         path: PNG output path.
+        row_labels: one label per row (default ``"layer 1"``, ``"layer 2"``, ...).
+        colorbar_label: the colour bar's caption.
     """
     data = np.asarray(levels_per_layer, dtype=np.float64)
     if data.ndim == 1:
@@ -186,6 +190,8 @@ def plot_levels(
     n = len(tokens)
     if data.ndim != 2 or data.shape[1] != n:
         raise ValueError(f"levels have shape {data.shape}, expected (layers, {n})")
+    if row_labels is not None and len(row_labels) != data.shape[0]:
+        raise ValueError(f"{len(row_labels)} row labels for {data.shape[0]} rows")
     if tree is not None and len(tree_leaves(tree)) != n:
         raise ValueError(f"tree has {len(tree_leaves(tree))} leaves for {n} tokens")
     layers = data.shape[0]
@@ -207,10 +213,11 @@ def plot_levels(
         ax_heat.set_xticks(range(n))
         ax_heat.set_xticklabels(tokens, rotation=rotation, fontsize=fontsize)
         ax_heat.set_yticks(range(layers))
-        ax_heat.set_yticklabels([f"layer {i + 1}" for i in range(layers)], fontsize=9)
+        labels = row_labels or [f"layer {i + 1}" for i in range(layers)]
+        ax_heat.set_yticklabels(list(labels), fontsize=9)
         ax_heat.set_xlim(-0.5, n - 0.5)
         cbar = fig.colorbar(image, cax=fig.add_subplot(grid[heat_row, 1]))
-        cbar.set_label("level", fontsize=9)
+        cbar.set_label(colorbar_label, fontsize=9)
         cbar.ax.tick_params(labelsize=8)
         if tree is not None:
             ax_tree = fig.add_subplot(grid[0, 0], sharex=ax_heat)

@@ -1,0 +1,221 @@
+"""Per-token master-gate levels of a trained ON-LSTM language model, for tree induction.
+
+Shen et al., "Ordered Neurons" (ICLR 2019), Sec. 5.2 / Table 2 read a binary constituency tree
+off a language model: at word ``w_t`` each ON-LSTM layer's master forget gate ``f̃_t`` (L levels)
+gives the split-point estimate
+
+    d_f,t = 1 − mean_k f̃_t(k)          (the "distance" of the official code; in [0, 1])
+
+and ``build_tree`` (:mod:`treelm.syntax.trees`) splits every span at its highest level. The
+master-input-gate level ``d_i,t = mean_k ĩ_t(k)`` is reported alongside. Both come from the cell
+as ``LMOutput.aux[layer]["df"]`` / ``["di"]`` (see :mod:`treelm.cells.onlstm`).
+
+Input protocol (official ``test_phrase_grammar.py`` + ``data_ptb.py``): every sentence is read
+*alone from the zero state* as ``<eos> w_1 … w_n <eos>`` and the levels of positions ``1 … n``
+(``gates[1:-1]``, the steps that read ``w_1 … w_n``) are kept; the two wrappers are dropped, so a
+sentence of n words gets exactly n levels per layer. Two exact shortcuts keep this fast:
+
+* the model reads left to right, so the closing ``<eos>`` cannot influence positions ``1 … n``
+  and is not run at all;
+* the opening ``<eos>`` step from the zero state is the same for every sentence: it is run once
+  and its state starts every sentence.
+
+Many sentences are evaluated in batches: sorted by length (longest first), padded *to the right*
+(padding comes after a sentence's last word, so it never reaches that sentence's kept positions),
+``batch_size`` at a time. Results equal one-by-one evaluation up to float rounding (tested to
+1e-6). The model runs in eval mode (no dropout) under ``torch.no_grad``; its previous mode is
+restored afterwards. The vocabulary decoder (``V × E`` per token) is skipped: only the embedding
+and the recurrent stack run.
+
+Shapes: per sentence, ``df`` and ``di`` are ``(n_layers, n)`` float32 arrays, row ``k`` for the
+``k``-th ON-LSTM layer (``layers[k]`` is its 1-based number in the model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from treelm.data.vocab import UNK_POLICIES, Vocab
+from treelm.errors import TreelmError
+from treelm.syntax.trees import Tree, build_tree
+
+NO_MASTER_GATES = "this run's model has no ON-LSTM layers; tree induction needs master gates"
+
+
+class NoMasterGatesError(TreelmError):
+    """The model has no ON-LSTM layer, so there are no master-gate levels to read."""
+
+
+@dataclass(frozen=True)
+class SentenceLevels:
+    """Levels of one sentence (wrappers dropped).
+
+    Attributes:
+        tokens: the n words as given (before any ``<unk>`` mapping).
+        ids: their n vocabulary ids.
+        unknown: positions of words outside the vocabulary (read as ``<unk>``).
+        df: ``(n_layers, n)`` master-forget-gate levels ``d_f`` (tree induction uses these).
+        di: ``(n_layers, n)`` master-input-gate levels ``d_i``.
+        layers: 1-based model layer number of each row of ``df`` / ``di``.
+    """
+
+    tokens: list[str]
+    ids: list[int]
+    unknown: list[int]
+    df: np.ndarray
+    di: np.ndarray
+    layers: tuple[int, ...]
+
+    def row(self, layer: int) -> int:
+        """Row of ``df`` / ``di`` for 1-based model layer ``layer``."""
+        try:
+            return self.layers.index(layer)
+        except ValueError:
+            raise TreelmError(
+                f"layer {layer} has no master gates; ON-LSTM layers: "
+                f"{', '.join(map(str, self.layers))}"
+            ) from None
+
+    def tree(self, layer: int, style: str = "official") -> Tree:
+        """``build_tree`` of layer ``layer``'s ``d_f`` over the tokens (needs n >= 1)."""
+        return build_tree(self.df[self.row(layer)], self.tokens, style)
+
+
+def onlstm_layers(model: nn.Module) -> tuple[int, ...]:
+    """1-based numbers of the model's layers that have master gates (ON-LSTM cells).
+
+    Raises:
+        NoMasterGatesError: none does, or the model is not a recurrent LM (``model.rnn``).
+    """
+    from treelm.cells.onlstm import ONLSTM
+
+    layers = getattr(getattr(model, "rnn", None), "layers", None)
+    if layers is None or not hasattr(model, "embed"):
+        raise NoMasterGatesError(NO_MASTER_GATES)
+    found = tuple(i + 1 for i, layer in enumerate(layers) if isinstance(layer, ONLSTM))
+    if not found:
+        raise NoMasterGatesError(NO_MASTER_GATES)
+    return found
+
+
+def default_layer(layers: Sequence[int]) -> int:
+    """The layer parsed by default: the last-but-one ON-LSTM layer, or the only one.
+
+    For the paper's 3-layer model this is layer 2, the layer the official evaluation reads
+    (``distance[1]``) and the best one in Table 2.
+    """
+    return layers[-2] if len(layers) > 1 else layers[0]
+
+
+@contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def _run(model: nn.Module, tokens: torch.Tensor, states: list | None, rows: list[int]):
+    """Embedding + recurrent stack only (no decoder); levels ``(n_rows, T, B)`` each."""
+    out = model.rnn(model.embed(tokens), states)
+    df = torch.stack([out.aux[r]["df"] for r in rows])
+    di = torch.stack([out.aux[r]["di"] for r in rows])
+    return out.states, df, di
+
+
+def compute_levels(
+    model: nn.Module,
+    id_seqs: Sequence[Sequence[int]],
+    eos: int,
+    batch_size: int = 256,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(df, di)`` per sentence of ids, each ``(n_layers, n)`` float32 (see module docstring).
+
+    Args:
+        model: an :class:`~treelm.models.lm.RNNLM` with ON-LSTM layers (on any device).
+        id_seqs: sentences as vocabulary ids, *without* ``<eos>`` wrappers; empty ones give
+            ``(n_layers, 0)`` arrays.
+        eos: the id of ``<eos>``.
+        batch_size: sentences per forward pass.
+
+    Raises:
+        NoMasterGatesError: the model has no ON-LSTM layer.
+    """
+    layers = onlstm_layers(model)
+    rows = [n - 1 for n in layers]
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    device = next(model.parameters()).device
+    L = len(rows)
+    results = [(np.zeros((L, 0), np.float32), np.zeros((L, 0), np.float32)) for _ in id_seqs]
+    order = sorted((i for i, s in enumerate(id_seqs) if len(s)), key=lambda i: -len(id_seqs[i]))
+    if not order:
+        return results
+    with _eval_mode(model):
+        # the opening <eos> from the zero state: the same for every sentence, run once
+        start, _, _ = _run(model, torch.full((1, 1), eos, dtype=torch.long, device=device),
+                           None, rows)
+        for lo in range(0, len(order), batch_size):
+            chunk = order[lo : lo + batch_size]
+            B, T = len(chunk), len(id_seqs[chunk[0]])
+            grid = np.full((T, B), eos, dtype=np.int64)       # right padding
+            for b, i in enumerate(chunk):
+                grid[: len(id_seqs[i]), b] = id_seqs[i]
+            states = [tuple(s.expand(B, -1).contiguous() for s in state) for state in start]
+            tokens = torch.from_numpy(grid).to(device)
+            _, df, di = _run(model, tokens, states, rows)
+            both = torch.stack((df, di)).permute(3, 0, 1, 2).float().cpu().numpy()  # (B,2,L,T)
+            for b, i in enumerate(chunk):
+                n = len(id_seqs[i])
+                results[i] = (both[b, 0, :, :n], both[b, 1, :, :n])
+    return results
+
+
+def encode_words(
+    vocab: Vocab, words: Sequence[str], unk: str = "map"
+) -> tuple[list[int], list[int]]:
+    """Ids of ``words`` and the positions of unknown ones.
+
+    ``unk="map"`` reads an unknown word as ``<unk>``; ``unk="error"`` raises a
+    :class:`~treelm.errors.TreelmError` naming it.
+    """
+    if unk not in UNK_POLICIES:
+        raise TreelmError(f"unknown --unk policy {unk!r}; choose one of {', '.join(UNK_POLICIES)}")
+    unknown = [i for i, w in enumerate(words) if w not in vocab.stoi]
+    if unknown and unk == "error":
+        word = words[unknown[0]]
+        raise TreelmError(
+            f"word {word!r} is not in the {vocab.level} vocabulary ({len(vocab)} symbols); "
+            "use --unk map to read it as <unk>"
+        )
+    return vocab.encode(words, unk="map"), unknown
+
+
+def sentence_levels(
+    model: nn.Module,
+    vocab: Vocab,
+    sentences: Sequence[Sequence[str]],
+    batch_size: int = 256,
+    unk: str = "map",
+) -> list[SentenceLevels]:
+    """Master-gate levels of tokenised sentences (lists of words), in input order.
+
+    Out-of-vocabulary words follow ``unk`` (see :func:`encode_words`). See
+    :func:`compute_levels` for the protocol and shapes.
+    """
+    layers = onlstm_layers(model)
+    encoded = [encode_words(vocab, s, unk) for s in sentences]
+    levels = compute_levels(model, [ids for ids, _ in encoded], vocab.eos, batch_size)
+    return [
+        SentenceLevels(list(words), ids, unknown, df, di, layers)
+        for words, (ids, unknown), (df, di) in zip(sentences, encoded, levels)
+    ]
