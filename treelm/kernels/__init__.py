@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from treelm.kernels.onlstm_cpu import onlstm_cpu
+from treelm.kernels.onlstm_cpu import onlstm_cpu_sequence
 
 IMPLS = ("auto", "fused", "cpu", "triton")
 
@@ -40,10 +40,10 @@ def onlstm_sequence(
         raise ValueError(f"unknown ON-LSTM impl {impl!r}; choose one of {IMPLS} or 'reference'")
     args = (x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input)
     if impl == "triton" or (impl in ("auto", "fused") and x.is_cuda and triton_available()):
-        from treelm.kernels.onlstm_triton import onlstm_triton
+        from treelm.kernels.onlstm_triton import onlstm_triton_sequence
 
-        return onlstm_triton(*args)
-    return onlstm_cpu(*args)
+        return onlstm_triton_sequence(*args)
+    return onlstm_cpu_sequence(*args)
 
 
 def triton_available() -> bool:

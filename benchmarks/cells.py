@@ -1,0 +1,255 @@
+"""Throughput of the recurrent cells: training (forward + backward with all gradients) and inference
+(forward under ``torch.no_grad``) tokens/s, one layer, time-major input.
+
+    .venv/bin/python benchmarks/cells.py [--json] [--sizes paper cpu] [--repeats N]
+
+Compares ``torch.nn.LSTM`` with treelm's cells: the reference ON-LSTM (``impl="reference"``), the
+fused ON-LSTM (``impl="auto"``: the CPU autograd Function of :mod:`treelm.kernels.onlstm_cpu`) and
+whatever other cells ``treelm.cells`` provides. Each measurement: warm-up runs, then the median of
+``--repeats`` timed runs. Prints a table (or the JSON with ``--json``) and writes
+``benchmarks/results/cells-<YYYYMMDD>.json`` with the machine and the exact command line.
+
+Run it alone on an otherwise idle machine: the numbers are wall-clock times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import json
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+# Problem sizes (the lead may adjust them). "paper": Shen et al. 2019 / AWD-LSTM on PTB (batch 20,
+# BPTT 70, embedding 400, hidden 1150, chunk 10); "cpu": the CPU training configuration.
+SIZES: dict[str, dict[str, int]] = {
+    "paper": {"batch": 20, "bptt": 70, "input": 400, "hidden": 1150, "chunk": 10},
+    "cpu": {"batch": 64, "bptt": 35, "input": 400, "hidden": 400, "chunk": 10},
+}
+THREADS = 2
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+Model = nn.Module
+Runner = Callable[[Tensor], Tensor]
+
+
+# ------------------------------------------------------------------------------------- models
+
+def _lstm(size: dict[str, int]) -> tuple[Model, Runner]:
+    m = nn.LSTM(size["input"], size["hidden"])
+    return m, lambda x: m(x)[0]
+
+
+def _treelm_cell(cls: type, size: dict[str, int], **kwargs: Any) -> tuple[Model, Runner]:
+    m = cls(size["input"], size["hidden"], **kwargs)
+    return m, lambda x: m(x)[0]
+
+
+def _onlstm(impl: str) -> Callable[[dict[str, int]], tuple[Model, Runner]]:
+    def make(size: dict[str, int]) -> tuple[Model, Runner]:
+        from treelm.cells.onlstm import ONLSTM
+
+        return _treelm_cell(ONLSTM, size, chunk_size=size["chunk"], impl=impl)
+
+    return make
+
+
+def _other_cells() -> dict[str, Callable[[dict[str, int]], tuple[Model, Runner]]]:
+    """Cells other than ON-LSTM that ``treelm.cells`` provides: its registry (a ``registry``
+    module or the ``CELLS`` table) when there is one, else the classes of the known modules."""
+    classes: dict[str, type] = {}
+    for mod_name in ("treelm.cells.registry", "treelm.cells"):
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        for attr in ("CELLS", "REGISTRY"):
+            table = getattr(mod, attr, None)
+            if isinstance(table, dict):
+                classes = {str(k): v for k, v in table.items() if isinstance(v, type)}
+                break
+        if classes:
+            break
+    if not classes:
+        from treelm.cells.base import Cell
+
+        for mod_name in ("elman", "jordan", "lstm", "gru", "mrnn", "tensor"):
+            try:
+                mod = importlib.import_module(f"treelm.cells.{mod_name}")
+            except ImportError:
+                continue
+            for obj in vars(mod).values():
+                if (isinstance(obj, type) and issubclass(obj, Cell) and obj is not Cell
+                        and obj.__module__ == mod.__name__):
+                    classes[obj.__name__.lower()] = obj
+    makers = {}
+    for name, cls in classes.items():
+        if cls.__name__ == "ONLSTM":
+            continue
+        makers[f"treelm.{name}"] = lambda size, cls=cls: _treelm_cell(cls, size)
+    return makers
+
+
+def models() -> dict[str, Callable[[dict[str, int]], tuple[Model, Runner]]]:
+    return {
+        "nn.LSTM": _lstm,
+        "onlstm.reference": _onlstm("reference"),
+        "onlstm.fused": _onlstm("auto"),
+        **_other_cells(),
+    }
+
+
+# --------------------------------------------------------------------------------- measuring
+
+def _time(fn: Callable[[], None], warmup: int, repeats: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def measure(
+    make: Callable[[dict[str, int]], tuple[Model, Runner]],
+    size: dict[str, int],
+    warmup: int,
+    repeats: int,
+) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model, run = make(size)
+    x = torch.randn(size["bptt"], size["batch"], size["input"], requires_grad=True)
+    params = list(model.parameters())
+
+    def train() -> None:
+        for p in params:
+            p.grad = None
+        x.grad = None
+        run(x).sum().backward()
+
+    def infer() -> None:
+        with torch.no_grad():
+            run(x)
+
+    tokens = size["bptt"] * size["batch"]
+    result: dict[str, Any] = {}
+    for mode, fn in (("train", train), ("inference", infer)):
+        ts = _time(fn, warmup, repeats)
+        med = statistics.median(ts)
+        result[mode] = {
+            "tokens_per_s": tokens / med,
+            "ms_median": med * 1e3,
+            "ms_runs": [t * 1e3 for t in ts],
+        }
+    return result
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_model": cpu,
+        "logical_cpus": __import__("os").cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "mkl": torch.backends.mkl.is_available(),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="print the JSON instead of a table")
+    ap.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["paper", "cpu"])
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per measurement")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed runs first")
+    ap.add_argument("--threads", type=int, default=THREADS)
+    ap.add_argument("--models", nargs="+", default=None, help="only these (names as printed)")
+    ap.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    available = models()
+    chosen = args.models or list(available)
+    unknown = [m for m in chosen if m not in available]
+    if unknown:
+        ap.error(f"unknown models {unknown}; available: {', '.join(available)}")
+    results = []
+    for size_name in args.sizes:
+        size = SIZES[size_name]
+        for name in chosen:
+            entry: dict[str, Any] = {"size": size_name, "model": name}
+            try:
+                entry.update(measure(available[name], size, args.warmup, args.repeats))
+            except Exception as e:  # a cell that cannot run at this size is reported, not fatal
+                entry["error"] = f"{type(e).__name__}: {e}"
+            results.append(entry)
+            if not args.json:
+                _print_row(entry)
+
+    ratios: dict[str, dict[str, float]] = {}
+    for size_name in args.sizes:
+        by = {r["model"]: r for r in results if r["size"] == size_name and "error" not in r}
+        if {"onlstm.fused", "onlstm.reference", "nn.LSTM"} <= by.keys():
+            for mode in ("train", "inference"):
+                fused = by["onlstm.fused"][mode]["tokens_per_s"]
+                ratios[f"{size_name}.{mode}"] = {
+                    "fused_over_reference": fused / by["onlstm.reference"][mode]["tokens_per_s"],
+                    "fused_over_nn_lstm": fused / by["nn.LSTM"][mode]["tokens_per_s"],
+                }
+    report = {
+        "command": shlex.join([sys.executable, *sys.argv] if argv is None else ["cells.py", *argv]),
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "machine": machine(),
+        "threads": args.threads,
+        "warmup": args.warmup,
+        "repeats": args.repeats,
+        "sizes": {k: SIZES[k] for k in args.sizes},
+        "results": results,
+        "ratios": ratios,
+    }
+    out = args.out or RESULTS_DIR / f"cells-{_dt.date.today():%Y%m%d}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for key, r in ratios.items():
+            print(f"{key}: fused/reference {r['fused_over_reference']:.2f}x, "
+                  f"fused/nn.LSTM {r['fused_over_nn_lstm']:.2f}x")
+        print(f"wrote {out}")
+    return report
+
+
+def _print_row(entry: dict[str, Any]) -> None:
+    head = f"{entry['size']:>6} {entry['model']:<20}"
+    if "error" in entry:
+        print(f"{head} error: {entry['error']}")
+        return
+    tr, inf = entry["train"], entry["inference"]
+    print(f"{head} train {tr['tokens_per_s']:9.0f} tok/s ({tr['ms_median']:7.1f} ms)   "
+          f"inference {inf['tokens_per_s']:9.0f} tok/s ({inf['ms_median']:7.1f} ms)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

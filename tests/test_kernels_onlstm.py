@@ -1,0 +1,268 @@
+"""The fused ON-LSTM kernels (``treelm.kernels``) against the readable reference cell."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    # The Triton tests run the kernel in Triton's interpreter on CPU tensors. The variable must be
+    # set before ``triton`` is first imported (its own @jit helpers are built at import time).
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch.nn.functional as F  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from treelm.cells.onlstm import ONLSTM  # noqa: E402
+from treelm.kernels import onlstm_sequence, triton_available  # noqa: E402
+from treelm.kernels.onlstm_cpu import ONLSTMFunction, onlstm_cpu_sequence  # noqa: E402
+
+TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
+
+# (T, B, I, H): H = 10 and 20 admit the chunk sizes 1, 2, 5 and H
+SHAPES = [(1, 1, 3, 10), (5, 3, 4, 10), (7, 2, 6, 20)]
+CHUNKS = [1, 2, 5, "H"]
+
+
+def _pair(
+    input_size: int, hidden: int, chunk: int, master_input: str, dtype: torch.dtype, impl: str
+) -> tuple[ONLSTM, ONLSTM]:
+    ref = ONLSTM(input_size, hidden, chunk, master_input, impl="reference").to(dtype)
+    fused = ONLSTM(input_size, hidden, chunk, master_input, impl=impl).to(dtype)
+    fused.load_state_dict(ref.state_dict())
+    return ref, fused
+
+
+def _run(
+    m: ONLSTM,
+    x: Tensor,
+    state: tuple[Tensor, Tensor] | None,
+    dropconnect: bool,
+    loss_seed: int = 2,
+) -> list[Tensor]:
+    """Forward + backward of a loss touching every output; the values and all gradients."""
+    m.zero_grad()
+    x = x.clone().requires_grad_()
+    if state is not None:
+        state = tuple(s.clone().requires_grad_() for s in state)
+    weights = None
+    if dropconnect:
+        torch.manual_seed(1)
+        weights = {"weight_hh": F.dropout(m.weight_hh, 0.5, True)}
+    out, (h, c), aux = m(x, state, weights)
+    results = [out, h, c, aux["df"], aux["di"]]
+    gen = torch.Generator().manual_seed(loss_seed)
+    loss = sum((r * torch.randn(r.shape, generator=gen, dtype=r.dtype)).sum() for r in results)
+    loss.backward()
+    grads = [x.grad] + [p.grad for p in m.parameters()]
+    if state is not None:
+        grads += [s.grad for s in state]
+    return [r.detach() for r in results] + grads
+
+
+def _assert_all_close(a: list[Tensor], b: list[Tensor], tol: float) -> None:
+    names = ["out", "h", "c", "df", "di", "x.grad", "weight_ih.grad", "weight_hh.grad",
+             "bias_ih.grad", "bias_hh.grad", "h0.grad", "c0.grad"]
+    assert len(a) == len(b)
+    for name, u, v in zip(names, a, b):
+        assert u is not None and v is not None, name
+        torch.testing.assert_close(u, v, atol=tol, rtol=tol, msg=lambda s, n=name: f"{n}: {s}")
+
+
+CASES = list(itertools.product(
+    SHAPES, CHUNKS, ("paper", "symmetric"), (False, True), (False, True)
+))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize(
+    "shape,chunk,master_input,dropconnect,carried", CASES,
+    ids=[f"{s}-c{c}-{m}-dc{int(d)}-st{int(st)}" for s, c, m, d, st in CASES],
+)
+def test_cpu_matches_reference(
+    shape: tuple[int, int, int, int], chunk: int | str, master_input: str, dropconnect: bool,
+    carried: bool, dtype: torch.dtype,
+) -> None:
+    T, B, I, H = shape
+    chunk = H if chunk == "H" else chunk
+    torch.manual_seed(hash((shape, chunk, master_input)) % 2**31)
+    ref, fused = _pair(I, H, chunk, master_input, dtype, "cpu")
+    x = torch.randn(T, B, I, dtype=dtype)
+    state = (torch.randn(B, H, dtype=dtype), torch.randn(B, H, dtype=dtype)) if carried else None
+    _assert_all_close(
+        _run(ref, x, state, dropconnect), _run(fused, x, state, dropconnect), TOL[dtype]
+    )
+
+
+@pytest.mark.parametrize("master_input", ["paper", "symmetric"])
+def test_paper_size_slice_matches_reference(master_input: str) -> None:
+    """Chunk 10 as in the paper, with a batch and width large enough for MKL's packed GEMM."""
+    torch.manual_seed(0)
+    ref, fused = _pair(16, 60, 10, master_input, torch.float32, "auto")
+    x = torch.randn(12, 8, 16)
+    _assert_all_close(_run(ref, x, None, True), _run(fused, x, None, True), 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_no_grad_forward_matches_reference(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    ref, fused = _pair(5, 12, 3, "paper", dtype, "cpu")
+    x = torch.randn(6, 4, 5, dtype=dtype)
+    state = (torch.randn(4, 12, dtype=dtype), torch.randn(4, 12, dtype=dtype))
+    with torch.no_grad():
+        a = ref(x, state)
+        b = fused(x, state)
+    for u, v in [(a[0], b[0]), (a[1][0], b[1][0]), (a[1][1], b[1][1]),
+                 (a[2]["df"], b[2]["df"]), (a[2]["di"], b[2]["di"])]:
+        torch.testing.assert_close(u, v, atol=TOL[dtype], rtol=TOL[dtype])
+
+
+def test_partial_requires_grad() -> None:
+    """Only some inputs need gradients (e.g. frozen weights, a state without grad)."""
+    torch.manual_seed(0)
+    ref, fused = _pair(4, 6, 2, "symmetric", torch.float64, "cpu")
+    for m in (ref, fused):
+        m.weight_ih.requires_grad_(False)
+        m.weight_hh.requires_grad_(False)
+    x = torch.randn(4, 3, 4, dtype=torch.float64, requires_grad=True)
+    grads = []
+    for m in (ref, fused):
+        x.grad = None
+        out, (h, c), aux = m(x)
+        (out.sum() + c.square().sum() + aux["df"].sum()).backward()
+        grads.append((x.grad.clone(), m.bias_hh.grad.clone()))
+        assert m.weight_hh.grad is None
+    for u, v in zip(*grads):
+        torch.testing.assert_close(u, v, atol=1e-10, rtol=1e-10)
+
+
+def test_retain_graph_and_inplace_check() -> None:
+    torch.manual_seed(0)
+    m = ONLSTM(3, 4, 2, impl="cpu").double()
+    x = torch.randn(3, 2, 3, dtype=torch.float64)
+    out, _, aux = m(x)
+    loss = out.sum() + aux["di"].sum()
+    loss.backward(retain_graph=True)
+    g = m.weight_hh.grad.clone()
+    loss.backward()
+    torch.testing.assert_close(m.weight_hh.grad, 2 * g)
+    out, _, _ = m(x)
+    out.add_(1.0)                       # the saved output was modified: autograd must notice
+    with pytest.raises(RuntimeError):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("master_input", ["paper", "symmetric"])
+def test_gradcheck(master_input: str) -> None:
+    torch.manual_seed(0)
+    T, B, I, H, L = 3, 2, 3, 4, 2
+    G = 4 * H + 2 * L
+    dt = torch.float64
+    args = [torch.randn(T, B, I, dtype=dt), torch.randn(B, H, dtype=dt),
+            torch.randn(B, H, dtype=dt), torch.randn(G, I, dtype=dt) * 0.5,
+            torch.randn(G, dtype=dt) * 0.5, torch.randn(G, H, dtype=dt) * 0.5,
+            torch.randn(G, dtype=dt) * 0.5]
+    args = [a.requires_grad_() for a in args]
+
+    def f(x, h0, c0, w_ih, b_ih, w_hh, b_hh):
+        out, (h, c), aux = onlstm_cpu_sequence(
+            x, (h0, c0), w_ih, b_ih, w_hh, b_hh, L, master_input
+        )
+        return out, h, c, aux["df"], aux["di"]
+
+    assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-7)
+
+
+def test_function_gradcheck_direct() -> None:
+    """The autograd Function itself, on pre-projected inputs."""
+    torch.manual_seed(1)
+    T, B, H, L = 4, 2, 6, 3
+    G = 4 * H + 2 * L
+    dt = torch.float64
+    xp = torch.randn(T, B, G, dtype=dt, requires_grad=True)
+    h0 = torch.randn(B, H, dtype=dt, requires_grad=True)
+    c0 = torch.randn(B, H, dtype=dt, requires_grad=True)
+    w = (torch.randn(G, H, dtype=dt) * 0.4).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda a, b, c, d: ONLSTMFunction.apply(a, b, c, d, L, False), (xp, h0, c0, w)
+    )
+
+
+def test_dispatch() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 1, 3)
+    m = ONLSTM(3, 4, 2)
+    args = (x, (x.new_zeros(1, 4), x.new_zeros(1, 4)), m.weight_ih, m.bias_ih, m.weight_hh,
+            m.bias_hh, 2, "paper")
+    a = onlstm_sequence(*args, impl="auto")
+    b = onlstm_sequence(*args, impl="cpu")
+    torch.testing.assert_close(a[0], b[0])
+    with pytest.raises(ValueError):
+        onlstm_sequence(*args, impl="nope")
+    with pytest.raises(ValueError):
+        onlstm_sequence(*args[:-1], "other", impl="cpu")
+
+
+# ---------------------------------------------------------------------------------- Triton
+
+def _triton_device() -> str:
+    """CUDA when present, else the Triton interpreter on CPU tensors (see the top of the file)."""
+    if torch.cuda.is_available():
+        return "cuda"
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("no CUDA and TRITON_INTERPRET is not 1")
+    return "cpu"
+
+
+@pytest.mark.skipif(not triton_available(), reason="triton is not installed")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize(
+    "shape,chunk,master_input,dropconnect,carried",
+    [((4, 3, 4, 10), 2, "paper", True, True), ((3, 2, 3, 10), 5, "symmetric", False, True),
+     ((5, 2, 3, 6), 1, "symmetric", True, False), ((2, 3, 2, 6), 6, "paper", False, False)],
+)
+def test_triton_matches_reference(
+    shape: tuple[int, int, int, int], chunk: int,
+    master_input: str, dropconnect: bool, carried: bool, dtype: torch.dtype,
+) -> None:
+    device = _triton_device()
+    T, B, I, H = shape
+    torch.manual_seed(3)
+    ref, fused = _pair(I, H, chunk, master_input, dtype, "triton")
+    ref, fused = ref.to(device), fused.to(device)
+    x = torch.randn(T, B, I, dtype=dtype, device=device)
+    state = None
+    if carried:
+        state = (torch.randn(B, H, dtype=dtype, device=device),
+                 torch.randn(B, H, dtype=dtype, device=device))
+    a = _run(ref, x, state, dropconnect)
+    b = _run(fused, x, state, dropconnect)
+    _assert_all_close([t.cpu() for t in a], [t.cpu() for t in b], TOL[dtype])
+
+
+@pytest.mark.skipif(not triton_available(), reason="triton is not installed")
+def test_triton_no_grad() -> None:
+    device = _triton_device()
+    torch.manual_seed(4)
+    ref, fused = _pair(3, 8, 2, "paper", torch.float32, "triton")
+    ref, fused = ref.to(device), fused.to(device)
+    x = torch.randn(3, 2, 3, device=device)
+    with torch.no_grad():
+        a, b = ref(x), fused(x)
+    torch.testing.assert_close(a[0], b[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a[2]["di"], b[2]["di"], atol=1e-5, rtol=1e-5)
+
+
+def test_triton_is_optional() -> None:
+    """Importing the package and the Triton module never imports triton itself."""
+    import subprocess
+    import sys
+
+    code = ("import sys, treelm.kernels, treelm.kernels.onlstm_triton; "
+            "print('triton' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": os.getcwd()}, check=True)
+    assert r.stdout.strip() == "False"

@@ -1,0 +1,427 @@
+"""Fused ON-LSTM over a whole sequence: one ``torch.autograd.Function`` with a hand-derived BPTT.
+
+Computes the same numbers as the readable reference (:func:`treelm.cells.onlstm.onlstm_update`
+stepped by :class:`treelm.cells.onlstm.ONLSTM` with ``impl="reference"``), but without autograd
+bookkeeping per step. Notation (per step ``t``; ``L`` levels of ``C = H / L`` neurons each):
+
+    z_t   = xp_t + h_{t-1} U^T                    (B, G), G = 4H + 2L; xp_t = x_t W^T + b_ih + b_hh
+    p̃_i, p̃_f = softmax(z_ĩ), softmax(z_f̃)        (B, L) each
+    f̃ = cumsum(p̃_f)                               master forget gate (Eq. 9)
+    ĩ = 1 − cumsum(p̃_i)   ("paper", Eq. 10)   or   ĩ_k = Σ_{j≥k} p̃_i,j   ("symmetric")
+    o, ĉ, i, f = σ(z_o), tanh(z_ĉ), σ(z_i), σ(z_f)  (B, H) each
+    ω = f̃ ∘ ĩ,  f̂ = f ∘ ω + (f̃ − ω),  î = i ∘ ω + (ĩ − ω)                    (Eqs. 11-13)
+    c_t = f̂ ∘ c_{t-1} + î ∘ ĉ,   h_t = o ∘ tanh(c_t)                         (Eq. 14)
+    df_t = 1 − mean_k f̃_k,   di_t = mean_k ĩ_k                               (B,) each
+
+Master-gate values act on all ``C`` neurons of their level (shapes ``(B, L, 1)`` against
+``(B, L, C)``). The backward pass, for ``δc = ∂ℓ/∂c_t`` (incl. the path through ``h_t``):
+
+    δc   += δh ∘ o ∘ (1 − tanh² c_t),          δz_o = δh ∘ tanh(c_t) ∘ o(1 − o)
+    δz_f  = δc ∘ c_{t-1} ∘ ω ∘ f(1 − f),      δz_i = δc ∘ ĉ ∘ ω ∘ i(1 − i)
+    δz_ĉ  = δc ∘ î ∘ (1 − ĉ²),                 δc_{t-1} = δc ∘ f̂
+    δω    = Σ_C δc ∘ ((f − 1) ∘ c_{t-1} + (i − 1) ∘ ĉ)
+    δf̃   = Σ_C δc ∘ c_{t-1} + δω ∘ ĩ − δdf / L,    δĩ = Σ_C δc ∘ ĉ + δω ∘ f̃ + δdi / L
+    δp̃_f = reverse-cumsum(δf̃);  δp̃_i = −reverse-cumsum(δĩ) (paper) or cumsum(δĩ) (symmetric)
+    δz_m  = p̃ ∘ (δp̃ − Σ_L p̃ ∘ δp̃)                                 (softmax backward)
+    δh_{t-1} = δz_t U,   δU = Σ_t δz_t^T h_{t-1} (one GEMM over all T·B rows),  δxp_t = δz_t
+
+Softmax backward ignores a constant added to ``δp̃`` along the levels, so the reverse cumsum
+``Σ_{k≥j} x_k`` is replaced by ``x_j − cumsum(x)_j`` (they differ by the row total).
+
+The input projection (one GEMM for all steps) stays outside the Function, so autograd handles
+``weight_ih`` and both biases (``b_hh`` is folded into the projection's bias).
+
+Cost structure (why it is fast): per step one recurrent GEMM forward and one backward, both against
+a weight packed once per sequence for MKL (float32 CPU; plain ``addmm``/``mm`` otherwise); the
+gate math writes into preallocated per-sequence buffers through views made once; the weight
+gradient is a single ``(G, T·B) @ (T·B, H)`` GEMM after the loop. Saved per step: the activated
+gates, ``p̃``, ``[ĩ, f̃]``, ``[î, f̂]``, ``c_{t-1}``, ``tanh(c_t)`` and ``h_t`` (the output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+__all__ = [
+    "ForwardBuffers",
+    "ONLSTMFunction",
+    "TorchCell",
+    "onlstm_backward_loop",
+    "onlstm_cpu_sequence",
+    "onlstm_forward_loop",
+]
+
+_aten = torch.ops.aten
+
+
+def _mkl_packing_available() -> bool:
+    try:
+        return torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+    except (AttributeError, RuntimeError):
+        return False
+
+
+_MKL_PACKED = _mkl_packing_available()
+
+
+def _transpose_contiguous(w: Tensor, block: int = 256) -> Tensor:
+    """``w.t().contiguous()``, copied in row blocks (several times faster for large ``w``)."""
+    out = w.new_empty(w.shape[1], w.shape[0])
+    for i in range(0, w.shape[0], block):
+        out[:, i : i + block].copy_(w[i : i + block].t())
+    return out
+
+
+class _FixedMatmul:
+    """``a (B, K) -> a @ W^T`` (or ``a @ W`` with ``transpose``) for one ``W`` reused every step.
+
+    On CPU in float32 the (N, K) operand is packed once for MKL's GEMM
+    (``torch.ops.mkl._mkl_linear``, as inductor does for frozen linear layers), which saves
+    re-packing it in each of the ``T`` small (M = B) GEMMs; otherwise ``torch.addmm`` reads the
+    weight (or its transpose) as it is.
+    """
+
+    def __init__(self, weight: Tensor, batch: int, transpose: bool = False) -> None:
+        self.batch = batch
+        self.packed: Tensor | None = None
+        self.weight = weight
+        self.rhs = weight if transpose else weight.t()
+        if _MKL_PACKED and weight.device.type == "cpu" and weight.dtype == torch.float32:
+            w = _transpose_contiguous(weight) if transpose else weight.contiguous()
+            try:
+                self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, batch)
+            except RuntimeError:        # not packable here: plain GEMMs
+                return
+            self.weight, self.rhs = w, w.t()
+
+    def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None) -> Tensor:
+        """``add + a @ W^T`` (``add`` optional), written into ``out`` when given."""
+        if self.packed is None:
+            if add is None:
+                return torch.mm(a, self.rhs, out=out) if out is not None else torch.mm(a, self.rhs)
+            return torch.addmm(add, a, self.rhs, out=out)
+        r = torch.ops.mkl._mkl_linear(a, self.packed, self.weight, None, self.batch)
+        if add is None:
+            return r if out is None else out.copy_(r)
+        return torch.add(add, r, out=out)
+
+
+class ForwardBuffers:
+    """Everything the forward pass writes; with ``save`` sized for all steps (backward reads it).
+
+    ``gates`` (n, B, G): the pre-activations, overwritten in place by ``[z_ĩ, z_f̃ | o, ĉ, i, f]``
+    (the master logits stay); ``P``, ``M`` (·, B, 2, L): ``[p̃_i, p̃_f]`` and ``[ĩ, f̃]``;
+    ``hat`` (n, B, 2, H): ``[î, f̂]``; ``cs`` (T + 1, B, H): ``c_0 … c_T`` (two alternating slots
+    without ``save``); ``tanh_c`` (n, B, H); ``out`` (T, B, H): ``h_1 … h_T``. ``n = T`` with
+    ``save``, else 1 (slot ``k = 0`` reused). ``M`` always covers all ``T`` steps (the levels).
+    """
+
+    FIELDS = ("gates", "P", "M", "hat", "cs", "tanh_c", "out")
+
+    def __init__(self, xp: Tensor, hidden: int, n_levels: int, save: bool) -> None:
+        T, B, G = xp.shape
+        H, L = hidden, n_levels
+        n = T if save else 1
+        new = xp.new_empty
+        self._dims(T, B, H, L, save)
+        self.gates = new(n, B, G)
+        self.P, self.M = new(n, B, 2, L), new(T, B, 2, L)
+        self.hat = new(n, B, 2, H)
+        self.cs = new(T + 1 if save else 2, B, H)
+        self.tanh_c = new(n, B, H)
+        self.out = new(T, B, H)
+
+    def _dims(self, T: int, B: int, H: int, L: int, save: bool) -> None:
+        self.T, self.B, self.H, self.L, self.C, self.save = T, B, H, L, H // L, save
+
+    def tensors(self) -> tuple[Tensor, ...]:
+        """The buffers in :attr:`FIELDS` order (for ``ctx.save_for_backward``)."""
+        return tuple(getattr(self, k) for k in self.FIELDS)
+
+    @classmethod
+    def restore(cls, tensors: tuple[Tensor, ...]) -> ForwardBuffers:
+        """The saved buffers of a ``save=True`` forward, from :meth:`tensors`."""
+        buf = cls.__new__(cls)
+        for k, t in zip(cls.FIELDS, tensors):
+            setattr(buf, k, t)
+        T, B, _, L = buf.M.shape
+        buf._dims(T, B, buf.out.shape[-1], L, True)
+        return buf
+
+    def slots(self, t: int) -> tuple[int, int, int]:
+        """Buffer indices at step ``t``: per-step slot ``k``, and the slots of c_{t-1} and c_t."""
+        if self.save:
+            return t, t, t + 1
+        return 0, t % 2, (t + 1) % 2
+
+    def gate_views(self, gates: Tensor) -> dict[str, tuple[Tensor, ...]]:
+        """Per-step views of a (·, B, G) gate-layout tensor: logits (B, 2L) and (B, 2, L),
+        ``o``, ``ĉ`` (B, H), ``[i, f]`` (B, 2, H) and (B, 2, L, C)."""
+        n, B, _ = gates.shape
+        H, L, C = self.H, self.L, self.C
+        a = 2 * L
+        return {
+            "m2": gates[:, :, :a].unbind(0),
+            "m": gates[:, :, :a].view(n, B, 2, L).unbind(0),
+            "o": gates[:, :, a : a + H].unbind(0),
+            "g": gates[:, :, a + H : a + 2 * H].unbind(0),
+            "if": gates[:, :, a + 2 * H :].view(n, B, 2, H).unbind(0),
+            "if4": gates[:, :, a + 2 * H :].view(n, B, 2, L, C).unbind(0),
+        }
+
+
+class TorchCell:
+    """The gate math of one step in PyTorch ops (Eqs. 6-14), written into :class:`ForwardBuffers`.
+
+    Per-step views are made once, so that a step costs only the arithmetic. ``__call__(t)``
+    expects ``buffers.gates[k]`` to hold step ``t``'s pre-activations.
+    """
+
+    def __init__(self, buffers: ForwardBuffers, symmetric: bool) -> None:
+        b = buffers
+        B, L, C = b.B, b.L, b.C
+        self.b, self.symmetric = b, symmetric
+        self.v = b.gate_views(b.gates)
+        self.P, self.M = b.P.unbind(0), b.M.unbind(0)
+        self.mi, self.mf = b.M[:, :, 0].unbind(0), b.M[:, :, 1].unbind(0)
+        self.pi = b.P[:, :, 0].unbind(0)
+        self.hat4 = b.hat.view(-1, B, 2, L, C).unbind(0)
+        self.hi, self.hf = b.hat[:, :, 0].unbind(0), b.hat[:, :, 1].unbind(0)
+        self.cs, self.tc, self.out = b.cs.unbind(0), b.tanh_c.unbind(0), b.out.unbind(0)
+        self.w = b.M.new_empty(B, L)                         # ω (scratch)
+        self.w3, self.w4 = self.w.view(B, 1, L), self.w.view(B, 1, L, 1)
+        self.mw = b.M.new_empty(B, 2, L)                     # [ĩ − ω, f̃ − ω] (scratch)
+        self.mw4 = self.mw.unsqueeze(-1)
+        self.one = b.M.new_ones(())
+
+    def __call__(self, t: int) -> None:
+        k, a, c = self.b.slots(t)
+        v = self.v
+        p, m, mi = self.P[k], self.M[t], self.mi[t]
+        _aten._softmax.out(v["m"][k], -1, False, out=p)     # p̃ = softmax(z_ĩ), softmax(z_f̃)
+        torch.cumsum(p, -1, out=m)                          # f̃ = cumax (Eq. 9)
+        if self.symmetric:                                  # ĩ_k = Σ_{j≥k} p̃_i,j
+            mi.copy_(self.pi[k].flip(-1).cumsum(-1).flip(-1))
+        else:                                               # ĩ = 1 − cumax (Eq. 10)
+            torch.sub(self.one, mi, out=mi)
+        torch.sigmoid_(v["o"][k])
+        torch.tanh_(v["g"][k])
+        torch.sigmoid_(v["if"][k])
+        torch.mul(mi, self.mf[t], out=self.w)               # ω = f̃∘ĩ (Eq. 11)
+        torch.sub(m, self.w3, out=self.mw)
+        torch.addcmul(self.mw4, v["if4"][k], self.w4, out=self.hat4[k])  # î, f̂ (Eqs. 12-13)
+        c_new = self.cs[c]
+        torch.mul(self.hf[k], self.cs[a], out=c_new)        # c_t = f̂∘c_{t-1} + î∘ĉ (Eq. 14)
+        c_new.addcmul_(self.hi[k], v["g"][k])
+        torch.tanh(c_new, out=self.tc[k])
+        torch.mul(v["o"][k], self.tc[k], out=self.out[t])   # h_t = o∘tanh(c_t)
+
+
+def onlstm_forward_loop(
+    xp: Tensor,
+    h0: Tensor,
+    c0: Tensor,
+    weight_hh: Tensor,
+    n_levels: int,
+    symmetric: bool,
+    save: bool,
+    cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, ForwardBuffers]:
+    """The forward recurrence from the input projections ``xp`` (T, B, G).
+
+    Returns ``out`` (T, B, H), ``c_T`` (B, H), ``df``, ``di`` (T, B) and the buffers. ``cell``
+    builds the per-step gate math (:class:`TorchCell`, or a Triton kernel with the same contract).
+    """
+    T, B, _ = xp.shape
+    buf = ForwardBuffers(xp, h0.shape[1], n_levels, save)
+    step = cell(buf, symmetric)
+    recurrent = _FixedMatmul(weight_hh, B)                # h (B, H) -> h U^T (B, G)
+    gates = buf.gates.unbind(0)
+    out = buf.out.unbind(0)
+    buf.cs[0].copy_(c0)
+    h = h0.contiguous()
+    for t in range(T):
+        recurrent(h, add=xp[t], out=gates[buf.slots(t)[0]])
+        step(t)
+        h = out[t]
+    di = buf.M[:, :, 0].mean(-1)
+    df = 1.0 - buf.M[:, :, 1].mean(-1)
+    return buf.out, buf.cs[buf.slots(T - 1)[2]], df, di, buf
+
+
+def onlstm_backward_loop(
+    dout: Tensor | None,
+    dh_last: Tensor | None,
+    dc_last: Tensor | None,
+    ddf: Tensor | None,
+    ddi: Tensor | None,
+    h0: Tensor,
+    weight_hh: Tensor,
+    buf: ForwardBuffers,
+    symmetric: bool,
+    need_weight: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """BPTT through the saved forward buffers (see the module docstring for the equations).
+
+    Returns ``dxp`` (T, B, G) (= δz for every step), ``dh0``, ``dc0`` (B, H) and ``dU`` (G, H)
+    (``None`` unless ``need_weight``).
+    """
+    T, B, H, L, C = buf.T, buf.B, buf.H, buf.L, buf.C
+    G = buf.gates.shape[-1]
+    new = buf.gates.new_empty
+    dG = new(T, B, G)
+    v, dv = buf.gate_views(buf.gates), buf.gate_views(dG)
+    P = buf.P.unbind(0)
+    Msw = buf.M.flip(2).unbind(0)                               # [f̃, ĩ] per step
+    W4 = (buf.M[:, :, 0] * buf.M[:, :, 1]).view(T, B, 1, L, 1).unbind(0)   # ω
+    hi, hf = buf.hat[:, :, 0].unbind(0), buf.hat[:, :, 1].unbind(0)
+    cs, tc = buf.cs.unbind(0), buf.tanh_c.unbind(0)
+    dz_all = dG.unbind(0)
+    level_grad: tuple[Tensor, ...] | None = None
+    if ddf is not None or ddi is not None:          # δdf_t, δdi_t reach every level as ∓1/L
+        zero = buf.M.new_zeros(T, B)
+        level_grad = torch.stack(
+            (zero if ddi is None else ddi, zero if ddf is None else -ddf), -1
+        ).div_(L).unsqueeze(-1).unbind(0)           # (B, 2, 1) per step
+    # scratch
+    tmp, ab, q = new(B, H), new(B, 2, H), new(B, 2, H)
+    ab0, ab1, ab4 = ab[:, 0], ab[:, 1], ab.view(B, 2, L, C)
+    s, qs, dm, dp, dzm = new(B, 2, L), new(B, 2, L), new(B, 2, L), new(B, 2, L), new(B, 2, L)
+    dw = new(B, L)
+    dw3 = dw.view(B, 1, L)
+    ones = buf.gates.new_ones(C)
+    sign = buf.gates.new_tensor([1.0, -1.0]).view(1, 2, 1)
+    dp1, dm1 = dp[:, 1], dm[:, 1]
+    recurrent_t = _FixedMatmul(weight_hh, B, transpose=True)   # δz (B, G) -> δz U (B, H)
+    dh = None if dh_last is None else dh_last.clone()
+    dc = buf.gates.new_zeros(B, H) if dc_last is None else dc_last.clone()
+    for t in range(T - 1, -1, -1):
+        if dout is not None:
+            dh = dout[t] if dh is None else dh.add_(dout[t])
+        if dh is None:
+            dh = buf.gates.new_zeros(B, H)
+        o, g, i_f = v["o"][t], v["g"][t], v["if"][t]
+        # output gate; δc += δh∘o∘(1 − tanh² c_t)
+        torch.mul(dh, tc[t], out=tmp)
+        _aten.sigmoid_backward.grad_input(tmp, o, grad_input=dv["o"][t])
+        torch.mul(dh, o, out=tmp)
+        _aten.tanh_backward.grad_input(tmp, tc[t], grad_input=tmp)
+        dc.add_(tmp)
+        # ab = [δc∘ĉ, δc∘c_{t-1}] pairs with [i, f] and (summed per level) with [ĩ, f̃]
+        torch.mul(dc, g, out=ab0)
+        torch.mul(dc, cs[t], out=ab1)
+        torch.mv(ab.view(-1, C), ones, out=s.view(-1))          # Σ_C ab
+        torch.mul(ab, i_f, out=q)
+        torch.mv(q.view(-1, C), ones, out=qs.view(-1))          # Σ_C ab∘[i, f]
+        torch.sum(qs.sub_(s), 1, out=dw)                        # δω
+        dzif = dv["if4"][t]
+        torch.mul(ab4, W4[t], out=dzif)
+        _aten.sigmoid_backward.grad_input(dzif, v["if4"][t], grad_input=dzif)  # δz_i, δz_f
+        torch.mul(dc, hi[t], out=tmp)
+        _aten.tanh_backward.grad_input(tmp, g, grad_input=dv["g"][t])         # δz_ĉ
+        # δĩ, δf̃; then back through the cumulative sums and the softmax
+        torch.addcmul(s, dw3, Msw[t], out=dm)
+        if level_grad is not None:
+            dm.add_(level_grad[t])
+        torch.cumsum(dm, -1, out=dp)
+        if symmetric:                   # δp̃_i = cumsum(δĩ); δp̃_f ≡ δf̃ − cumsum(δf̃)
+            torch.sub(dm1, dp1, out=dp1)
+        else:                           # δp̃_i ≡ cumsum(δĩ) − δĩ; δp̃_f ≡ δf̃ − cumsum(δf̃)
+            dp.sub_(dm).mul_(sign)
+        _aten._softmax_backward_data.out(dp, P[t], -1, dp.dtype, grad_input=dzm)
+        dv["m2"][t].copy_(dzm.view(B, 2 * L))
+        # carry to step t − 1
+        dc.mul_(hf[t])
+        dh = recurrent_t(dz_all[t])
+    dU = None
+    if need_weight:
+        dU = torch.mm(dG[0].t(), h0)
+        if T > 1:
+            dU.addmm_(dG[1:].reshape(-1, G).t(), buf.out[:-1].reshape(-1, H))
+    assert dh is not None
+    return dG, dh, dc, dU
+
+
+class ONLSTMFunction(torch.autograd.Function):
+    """Whole-sequence ON-LSTM recurrence: ``(xp, h0, c0, weight_hh) -> (out, h_T, c_T, df, di)``.
+
+    ``xp`` (T, B, G) are the input projections including both biases, ``h0``, ``c0`` (B, H),
+    ``weight_hh`` (G, H) (possibly a DropConnect-dropped copy; its gradient is returned).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        xp: Tensor,
+        h0: Tensor,
+        c0: Tensor,
+        weight_hh: Tensor,
+        n_levels: int,
+        symmetric: bool,
+        cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        save = any(ctx.needs_input_grad[:4])
+        out, c_last, df, di, buf = onlstm_forward_loop(
+            xp, h0, c0, weight_hh, n_levels, symmetric, save, cell
+        )
+        ctx.symmetric = symmetric
+        if save:
+            ctx.save_for_backward(h0, weight_hh, *buf.tensors())
+        return out, out[-1].clone(), c_last.clone(), df, di
+
+    @staticmethod
+    @once_differentiable
+    def backward(
+        ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
+        ddf: Tensor | None, ddi: Tensor | None,
+    ) -> tuple[Tensor | None, ...]:
+        h0, weight_hh, *saved = ctx.saved_tensors
+        buf = ForwardBuffers.restore(tuple(saved))
+        need = ctx.needs_input_grad
+        dG, dh0, dc0, dU = onlstm_backward_loop(
+            dout, dh_last, dc_last, ddf, ddi, h0, weight_hh, buf, ctx.symmetric, need[3]
+        )
+        return (dG if need[0] else None, dh0 if need[1] else None, dc0 if need[2] else None,
+                dU, None, None, None)
+
+
+def onlstm_cpu_sequence(
+    x: Tensor,
+    state: tuple[Tensor, Tensor],
+    weight_ih: Tensor,
+    bias_ih: Tensor,
+    weight_hh: Tensor,
+    bias_hh: Tensor,
+    n_levels: int,
+    master_input: str,
+    cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
+) -> tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]:
+    """Fused ON-LSTM layer: x (T, B, I), state ``(h0, c0)`` each (B, H).
+
+    Returns ``out`` (T, B, H), ``(h_T, c_T)`` and ``{"df": (T, B), "di": (T, B)}``; all are
+    differentiable (the levels included) with respect to every argument tensor.
+    """
+    if master_input not in ("paper", "symmetric"):
+        raise ValueError(f"unknown master_input {master_input!r}")
+    h0, c0 = state
+    xp = F.linear(x, weight_ih, bias_ih + bias_hh)            # all steps' input part, one GEMM
+    symmetric = master_input == "symmetric"
+    grad = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (xp, h0, c0, weight_hh)
+    )
+    if grad:
+        out, h, c, df, di = ONLSTMFunction.apply(
+            xp, h0, c0, weight_hh, n_levels, symmetric, cell
+        )
+    else:
+        out, c, df, di, _ = onlstm_forward_loop(
+            xp, h0, c0, weight_hh, n_levels, symmetric, False, cell
+        )
+        h = out[-1]
+    return out, (h, c), {"df": df, "di": di}
