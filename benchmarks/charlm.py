@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
-from common import RESULTS, command_line, machine_info, today  # noqa: E402
+from common import RESULTS, today, write_result  # noqa: E402
 from lm_budget import summarize  # noqa: E402
 
 CELLS = ["lstm", "gru", "elman", "onlstm", "mrnn", "tensor"]
@@ -95,19 +95,6 @@ def bench_one(cfg: str, args: argparse.Namespace) -> dict[str, Any]:
     return res
 
 
-def write_record(path: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """Write ``record``, merging the ``configs`` of an existing file (same day) into it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        old = json.loads(path.read_text())
-        merged = dict(old.get("configs", {}))
-        merged.update(record["configs"])
-        record["configs"] = merged
-        record["commands"] = [*old.get("commands", [old.get("command")]), record["command"]]
-    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
-    return record
-
-
 def _fmt(v: Any, spec: str) -> str:
     return "–" if v is None else format(v, spec)
 
@@ -125,7 +112,7 @@ def markdown(record: dict[str, Any]) -> str:
         "(lower is better).",
         "",
         f"Machine: {m.get('cpu')} ({m.get('cpu_count')} logical CPUs), {m.get('platform')}, "
-        f"torch {m.get('torch')}, {m.get('train_threads')} torch threads per job.",
+        f"torch {m.get('torch')}, {record.get('train_threads')} torch threads per job.",
         "",
         "Command: `" + "`, `".join(record.get("commands", [record["command"]])) + "`",
         "",
@@ -183,15 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for cfg in args.configs:                      # sequentially, never in parallel
         results[Path(cfg).stem] = bench_one(cfg, args)
-    machine = machine_info()
-    machine["train_threads"] = args.threads
-    record = {"script": "benchmarks/charlm.py", "date": today(), "command": command_line(),
-              "record": str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out),
-              "machine": machine, "minutes": args.minutes,
-              "sample_settings": {"length": args.sample_length, "seed": args.seed,
-                                  "prompt": args.prompt, "temperature": args.temperature},
-              "configs": results}
-    record = write_record(out, record)
+    data = {"record": str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out),
+            "train_threads": args.threads, "minutes": args.minutes,
+            "sample_settings": {"length": args.sample_length, "seed": args.seed,
+                                "prompt": args.prompt, "temperature": args.temperature},
+            "configs": results}
+    record = write_result("charlm", data, merge_key="configs", path=out, echo=False)
     args.doc.parent.mkdir(parents=True, exist_ok=True)
     args.doc.write_text(markdown(record), encoding="utf-8")
     print(f"wrote {out} and {args.doc}", file=sys.stderr)

@@ -53,14 +53,16 @@ def result_path(script: str) -> Path:
     return RESULTS / f"{script}-{today()}.json"
 
 
-def write_result(script: str, data: dict[str, Any], merge_key: str | None = None) -> Path:
-    """Write ``data`` with machine and command to the dated results file and print it.
+def write_result(script: str, data: dict[str, Any], merge_key: str | None = None,
+                 path: Path | None = None, echo: bool = True) -> dict[str, Any]:
+    """Write ``data`` with machine and command to the dated results file (or ``path``), print it
+    unless ``echo`` is false, and return the record written.
 
     With ``merge_key``, entries of ``data[merge_key]`` (a dict) are merged into an existing file of
     the same day, so that configs measured by separate invocations end up in one record.
     """
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = result_path(script)
+    path = path or result_path(script)
+    path.parent.mkdir(parents=True, exist_ok=True)
     record = {"script": f"benchmarks/{script}.py", "date": today(), "command": command_line(),
               "machine": machine_info(), **data}
     if merge_key and path.exists():
@@ -70,7 +72,8 @@ def write_result(script: str, data: dict[str, Any], merge_key: str | None = None
         record[merge_key] = merged
         cmds = old.get("commands", [old.get("command")])
         record["commands"] = [c for c in cmds if c] + [record["command"]]
-    text = json.dumps(record, indent=2)
-    path.write_text(text + "\n")
-    print(text)
-    return path
+    text = json.dumps(record, indent=2, ensure_ascii=False)
+    path.write_text(text + "\n", encoding="utf-8")
+    if echo:
+        print(text)
+    return record

@@ -25,30 +25,19 @@ Prints one JSON object and writes it to ``benchmarks/results/parse_speed-<YYYYMM
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import math
 import os
-import platform
-import shlex
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import write_result  # noqa: E402
+
 FALLBACK_MODEL = {"cell": "onlstm", "sizes": [400, 800, 800, 400],
                   "cell_options": {"chunk_size": 10, "master_input": "paper"}}
 VOCAB_SIZE = 10_000
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def random_model(config: Path | None):
@@ -146,25 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         "seconds_best_round": {k: round(v, 4) for k, v in best.items()},
         "seconds_all_rounds": [{k: round(v, 4) for k, v in r.items()} for r in rounds],
         "model": info,
-        "machine": {
-            "platform": platform.platform(),
-            "cpu": cpu_model(),
-            "logical_cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-            "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
-        },
-        "command": shlex.join(["python", *sys.argv]),
-        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    out = Path(args.out) if args.out else (
-        ROOT / "benchmarks" / "results" / f"parse_speed-{dt.date.today():%Y%m%d}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n", encoding="utf-8")
+    write_result("parse_speed", result, path=Path(args.out) if args.out else None)
     return 0
 
 
