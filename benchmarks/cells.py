@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)  # as the trainer and the CLI do
     available = models()
     chosen = args.models or list(available)
     unknown = [m for m in chosen if m not in available]

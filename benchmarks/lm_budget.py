@@ -57,6 +57,9 @@ def main() -> None:
                     help="minutes between validations inside an epoch (default: minutes / 12)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--test", action="store_true", help="also evaluate the best checkpoint on test")
+    ap.add_argument("--no-train", action="store_true",
+                    help="only collect the figures of runs already in --runs (e.g. after a "
+                    "run was killed and finished with `treelm train --resume`)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args()
     results = {}
@@ -67,8 +70,9 @@ def main() -> None:
         cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", cfg, "--out", str(run),
                "--force", f"train.max_minutes={args.minutes}", f"train.eval_every_minutes={every}",
                f"train.threads={args.threads}", "train.epochs=100000", *args.overrides]
-        print("+", " ".join(cmd), file=sys.stderr, flush=True)
-        subprocess.run(cmd, check=True)
+        if not args.no_train:
+            print("+", " ".join(cmd), file=sys.stderr, flush=True)
+            subprocess.run(cmd, check=True)
         res = summarize(run, args.minutes)
         res["config"] = cfg
         res["run_dir"] = str(run)

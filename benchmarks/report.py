@@ -90,8 +90,8 @@ def main() -> None:
         lines += budget_section(*b)
     if (p := newest("parse_speed")):
         lines += simple_section("Parsing speed (`benchmarks/parse_speed.py`)", *p,
-                                ["sentences_per_second", "levels_only_sentences_per_second", "mean_words",
-                                 "n_sentences", "batch_size", "threads"])
+                                ["sentences_per_second", "levels_only_sentences_per_second",
+                                 "mean_words", "n_sentences", "batch_size"])
     if (r := newest("resume_check")):
         keys = [k for k in r[1] if k.startswith(("uninterrupted_", "resumed_"))]
         lines += simple_section("Resume after SIGKILL (`benchmarks/resume_check.py`)", *r,
