@@ -18,7 +18,6 @@ import argparse
 import datetime as _dt
 import importlib
 import json
-import platform
 import shlex
 import statistics
 import sys
@@ -29,6 +28,9 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine_info  # noqa: E402
 
 # Problem sizes (the lead may adjust them). "paper": Shen et al. 2019 / AWD-LSTM on PTB (batch 20,
 # BPTT 70, embedding 400, hidden 1150, chunk 10); "cpu": the CPU training configuration.
@@ -100,13 +102,31 @@ def _other_cells() -> dict[str, Callable[[dict[str, int]], tuple[Model, Runner]]
     return makers
 
 
-def models() -> dict[str, Callable[[dict[str, int]], tuple[Model, Runner]]]:
-    return {
+def _official(path: Path) -> Callable[[dict[str, int]], tuple[Model, Runner]]:
+    """The official ON-LSTM (github.com/yikangshen/Ordered-Neurons, ``ON_LSTM.py``) from a local
+    checkout given by ``--official``: one ``ONLSTMStack`` layer, no dropout. Nothing of it is part
+    of treelm; it is imported from that path only to be timed beside ours."""
+
+    def make(size: dict[str, int]) -> tuple[Model, Runner]:
+        sys.path.insert(0, str(path))
+        mod = importlib.import_module("ON_LSTM")
+        m = mod.ONLSTMStack([size["input"], size["hidden"]], chunk_size=size["chunk"])
+        hidden = m.init_hidden(size["batch"])
+        return m, lambda x: m(x, hidden)[0]
+
+    return make
+
+
+def models(official: Path | None = None) -> dict[str, Callable[[dict[str, int]],
+                                                                tuple[Model, Runner]]]:
+    found = {
         "nn.LSTM": _lstm,
         "onlstm.reference": _onlstm("reference"),
         "onlstm.fused": _onlstm("auto"),
-        **_other_cells(),
     }
+    if official is not None:
+        found["onlstm.official"] = _official(official)
+    return {**found, **_other_cells()}
 
 
 # --------------------------------------------------------------------------------- measuring
@@ -156,27 +176,6 @@ def measure(
     return result
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_model": cpu,
-        "logical_cpus": __import__("os").cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "mkl": torch.backends.mkl.is_available(),
-        "mkldnn": torch.backends.mkldnn.is_available(),
-    }
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="print the JSON instead of a table")
@@ -186,11 +185,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--threads", type=int, default=THREADS)
     ap.add_argument("--models", nargs="+", default=None, help="only these (names as printed)")
     ap.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
+    ap.add_argument("--official", type=Path, default=None, metavar="CHECKOUT",
+                    help="also time the official ON-LSTM from this checkout of "
+                    "yikangshen/Ordered-Neurons (not shipped with treelm)")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the trainer and the CLI do
-    available = models()
+    available = models(args.official)
     chosen = args.models or list(available)
     unknown = [m for m in chosen if m not in available]
     if unknown:
@@ -218,10 +220,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "fused_over_reference": fused / by["onlstm.reference"][mode]["tokens_per_s"],
                     "fused_over_nn_lstm": fused / by["nn.LSTM"][mode]["tokens_per_s"],
                 }
+                if "onlstm.official" in by:
+                    off = by["onlstm.official"][mode]["tokens_per_s"]
+                    ratios[f"{size_name}.{mode}"].update(
+                        fused_over_official=fused / off,
+                        official_over_nn_lstm=off / by["nn.LSTM"][mode]["tokens_per_s"])
     report = {
         "command": shlex.join([sys.executable, *sys.argv] if argv is None else ["cells.py", *argv]),
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "machine": machine(),
+        "machine": {**machine_info(), "mkl": torch.backends.mkl.is_available(),
+                    "mkldnn": torch.backends.mkldnn.is_available()},
         "threads": args.threads,
         "warmup": args.warmup,
         "repeats": args.repeats,
@@ -236,8 +244,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(json.dumps(report, indent=2))
     else:
         for key, r in ratios.items():
-            print(f"{key}: fused/reference {r['fused_over_reference']:.2f}x, "
-                  f"fused/nn.LSTM {r['fused_over_nn_lstm']:.2f}x")
+            print(f"{key}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
         print(f"wrote {out}")
     return report
 

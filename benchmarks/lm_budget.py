@@ -60,6 +60,7 @@ def main() -> None:
     ap.add_argument("--no-train", action="store_true",
                     help="only collect the figures of runs already in --runs (e.g. after a "
                     "run was killed and finished with `treelm train --resume`)")
+    ap.add_argument("--note", help="a remark stored with each config's entry")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args()
     results = {}
@@ -77,6 +78,9 @@ def main() -> None:
         res["config"] = cfg
         res["run_dir"] = str(run)
         res["parameters"] = _parameters(run)
+        res["train_command"] = " ".join(["python -m treelm.cli", *cmd[3:]])
+        if args.note:
+            res["note"] = args.note
         if args.test:
             out = subprocess.run([sys.executable, "-m", "treelm.cli", "eval", str(run), "--split",
                                   "test", "--threads", str(args.threads)],
