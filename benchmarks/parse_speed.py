@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from treelm.syntax.trees import build_tree
 
     torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)  # as the CLI does: trained gates produce denormals
     golds = load_treebank(args.treebank, max_len=args.max_len)
     if not golds:
         raise SystemExit(f"no sentences of <= {args.max_len} words in {args.treebank}")

@@ -69,5 +69,8 @@ def gather_objects(obj: object, d: Dist) -> list[object]:
 
 
 def teardown(d: Dist) -> None:
+    """Leave the process group together: a rank destroying it while another still talks to it
+    can abort the process (gloo)."""
     if d.enabled and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
