@@ -23,13 +23,15 @@ Prints one JSON object with both sets of numbers and exits 1 if they differ by >
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import write_result  # noqa: E402
 
 WORDS = set(
     "CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM "
@@ -198,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         "max_abs_diff": max(diffs.values()),
         "agree": ok,
     }
-    print(json.dumps(report, indent=2))
+    key = f"{args.treebank} max_len={args.max_len}"
+    write_result("verify_baselines", {"checks": {key: report}}, merge_key="checks")
     return 0 if ok else 1
 
 

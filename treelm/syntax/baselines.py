@@ -60,10 +60,10 @@ def balanced(words: Sequence[Any]) -> Tree:
 def random_tree(words: Sequence[Any], rng: np.random.Generator | int) -> Tree:
     """Random binary tree: every span is split at a uniformly random point.
 
-    Implemented as i.i.d. uniform levels fed to :func:`~treelm.syntax.trees.build_tree`
-    (the arg-max of i.i.d. levels over positions 1..m-1 of a span is uniform and independent
-    between spans, so this *is* the recursive uniform-split distribution), i.e. what a
-    parser reading random gate values would output.
+    Implemented as i.i.d. uniform levels fed to :func:`~treelm.syntax.trees.build_tree` with
+    ``style="split"`` (the arg-max of i.i.d. levels over positions 1..m-1 of a span is uniform
+    and independent between spans, so this *is* the recursive uniform-split distribution). The
+    ``official`` rule on random levels would give another, more right-branching distribution.
 
     Args:
         words: n >= 1 leaves.
@@ -71,7 +71,7 @@ def random_tree(words: Sequence[Any], rng: np.random.Generator | int) -> Tree:
     """
     _check(words)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    return build_tree(gen.random(len(words)), words)
+    return build_tree(gen.random(len(words)), words, style="split")
 
 
 BASELINES: dict[str, Callable[[Sequence[Any]], Tree]] = {
