@@ -140,6 +140,7 @@ class Trainer:
         self.tokens_seen = 0
         self.epoch_loss, self.epoch_tokens = 0.0, 0
         self.win_loss, self.win_tok = 0.0, 0     # since the last progress line
+        self.last_eval = 0.0                     # elapsed time of the last validation
         self.metrics_bytes = 0
         if resume:
             self._restore()
@@ -159,7 +160,7 @@ class Trainer:
             "best_val": self.best_val, "base_lr": self.base_lr, "bad_evals": self.bad_evals,
             "elapsed": self.elapsed, "tokens_seen": self.tokens_seen,
             "epoch_loss": self.epoch_loss, "epoch_tokens": self.epoch_tokens,
-            "win_loss": self.win_loss, "win_tok": self.win_tok,
+            "win_loss": self.win_loss, "win_tok": self.win_tok, "last_eval": self.last_eval,
             "metrics_bytes": self.metrics_bytes,
             "torch_rng": torch.get_rng_state(), "bptt_rng": self.schedule.rng.getstate(),
             "world": self.dist.world,
@@ -179,6 +180,7 @@ class Trainer:
         self.elapsed, self.tokens_seen = s["elapsed"], s["tokens_seen"]
         self.epoch_loss, self.epoch_tokens = s["epoch_loss"], s["epoch_tokens"]
         self.win_loss, self.win_tok = s["win_loss"], s["win_tok"]
+        self.last_eval = s.get("last_eval", self.elapsed)
         torch.set_rng_state(s["torch_rng"])
         self.schedule.rng.setstate(s["bptt_rng"])
         self.metrics_bytes = s["metrics_bytes"]
@@ -237,6 +239,7 @@ class Trainer:
             if stop:
                 break
             vloss = self.validate()
+            self.last_eval = self.elapsed
             self.val_history.append(vloss)
             name, value = metric(vloss, self.level)
             improved = vloss < self.best_val
@@ -296,7 +299,7 @@ class Trainer:
                        * self.dist.world, desc=f"epoch {self.epoch}", leave=False,
                        dynamic_ncols=True, disable=None, file=sys.stderr)
         t_last = time.perf_counter()
-        t_save, t_eval = self.elapsed, self.elapsed
+        t_save = self.elapsed
         win_t0, win_tok_timed = time.perf_counter(), 0
         for batch in iterate(self.train_data, self.schedule, self.row):
             lr = self.lr_now() * batch.lr_scale
@@ -338,12 +341,13 @@ class Trainer:
                              f"| {self.elapsed / 60:5.1f} min")
                 self.win_loss, self.win_tok = 0.0, 0
                 win_t0, win_tok_timed = now, 0
-            if tc.eval_every_minutes and self.elapsed - t_eval >= 60 * tc.eval_every_minutes:
+            if tc.eval_every_minutes and (self.elapsed - self.last_eval
+                                          >= 60 * tc.eval_every_minutes):
                 vloss = self.validate()
                 name, value = metric(vloss, self.level)
                 self.log("valid", loss=vloss, **{name: value})
                 self.say(f"  valid {name} {value:8.2f} at {self.elapsed / 60:5.1f} min")
-                t_eval = self.elapsed
+                self.last_eval = self.elapsed
                 self.elapsed += time.perf_counter() - t_last
                 t_last = time.perf_counter()
             if D.any_rank(self.out_of_time(), self.dist):
