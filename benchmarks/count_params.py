@@ -1,6 +1,6 @@
-"""Count the parameters of the character-level configs (``configs/ptb-char-*-1m.yaml``).
+"""Count the parameters of the character-level configs (``configs/ptb-char-*-{1m,5m}.yaml``).
 
-    .venv/bin/python benchmarks/count_params.py [--vocab 50] [CONFIG ...]
+    .venv/bin/python benchmarks/count_params.py [--vocab 50] [--size 1m|5m] [CONFIG ...]
 
 Builds each config's model for a vocabulary of ``--vocab`` symbols (50 by default: PTB's 49
 characters and ``<eos>``; the ptb-char vocabulary also holds an unused ``<unk>``, so 51 ids) and
@@ -27,16 +27,18 @@ def count(config: str | Path, vocab: int = 50) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def default_configs() -> list[Path]:
-    return sorted((ROOT / "configs").glob("ptb-char-*-1m.yaml"))
+def default_configs(size: str = "1m") -> list[Path]:
+    return sorted((ROOT / "configs").glob(f"ptb-char-*-{size}.yaml"))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("configs", nargs="*", help="default: configs/ptb-char-*-1m.yaml")
+    ap.add_argument("configs", nargs="*", help="default: configs/ptb-char-*-SIZE.yaml")
+    ap.add_argument("--size", choices=["1m", "5m"], default="1m",
+                    help="which equal-size family to count when no config is given (1m)")
     ap.add_argument("--vocab", type=int, default=50, help="vocabulary size (50)")
     args = ap.parse_args(argv)
-    paths = [Path(c) for c in args.configs] or default_configs()
+    paths = [Path(c) for c in args.configs] or default_configs(args.size)
     counts = {p.stem: count(p, args.vocab) for p in paths}
     mean = sum(counts.values()) / len(counts)
     print(f"{'config':<24} {'parameters':>11}  vs mean")

@@ -1,4 +1,4 @@
-"""The equal-size character-level configs: valid, about 1M parameters each, within ±5%."""
+"""The equal-size character-level configs: valid, about 1M or 5M parameters each, within ±5%."""
 
 import importlib.util
 from pathlib import Path
@@ -23,19 +23,25 @@ def counter():
 CELLS = ["lstm", "gru", "elman", "onlstm", "mrnn", "tensor"]
 
 
+SIZES = {"1m": 1e6, "5m": 5e6}
+
+
+@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("vocab", [50, 51])
-def test_char_configs_have_equal_parameter_counts(root, counter, vocab):
-    paths = [root / f"configs/ptb-char-{c}-1m.yaml" for c in CELLS]
+def test_char_configs_have_equal_parameter_counts(root, counter, vocab, size):
+    paths = [root / f"configs/ptb-char-{c}-{size}.yaml" for c in CELLS]
     counts = [counter.count(p, vocab) for p in paths]
     mean = sum(counts) / len(counts)
     assert all(abs(n / mean - 1) <= 0.05 for n in counts), counts
-    assert all(0.95e6 <= n <= 1.05e6 for n in counts), counts
-    assert counter.main(["--vocab", str(vocab)]) == 0
+    target = SIZES[size]
+    assert all(0.95 * target <= n <= 1.05 * target for n in counts), counts
+    assert counter.main(["--vocab", str(vocab), "--size", size]) == 0
 
 
+@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("cell", CELLS)
-def test_char_config_is_valid(root, cell):
-    cfg = load_config(root / f"configs/ptb-char-{cell}-1m.yaml")
+def test_char_config_is_valid(root, cell, size):
+    cfg = load_config(root / f"configs/ptb-char-{cell}-{size}.yaml")
     assert cfg["data"]["source"] == "ptb-char" and cfg["model"]["cell"] == cell
     tc = TrainConfig.from_dict(cfg["train"])
     assert tc.optimizer == "adam" and tc.clip > 0
@@ -51,3 +57,27 @@ def test_general_char_lstm_config(root):
     cfg = load_config(root / "configs/ptb-char-lstm.yaml")
     TrainConfig.from_dict(cfg["train"])
     build_model(cfg["model"], 51)
+
+
+def test_text_char_config_trains_on_a_user_file(root, tmp_path, capsys):
+    """configs/text-char-lstm.yaml on any text file: train, bits per char, generate."""
+    import json
+
+    from treelm.cli import main
+
+    out = tmp_path / "run"
+    rc = main(["train", "--config", str(root / "configs/text-char-lstm.yaml"), "--out", str(out),
+               f"data.file={root / 'tests/data/tiny.txt'}", "model.sizes=[8,24]",
+               "train.epochs=1", "train.bptt=30", "train.batch_size=8", "train.threads=1",
+               "train.eval_batch_size=8", "train.test_batch_size=8"])
+    assert rc == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--split", "test"]) == 0
+    ev = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0 < ev["bpc"] < 8                      # log2 of the alphabet bounds a trained model
+    assert main(["generate", str(out), "--prompt", "the ", "--length", "40", "--seed", "1"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("the ") and len(text.replace("\n", "")) >= 40
+    rc = main(["train", "--config", str(root / "configs/text-char-lstm.yaml"), "--out",
+               str(tmp_path / "missing"), f"data.file={tmp_path / 'nope.txt'}"])
+    assert rc == 2 and "nope.txt" in capsys.readouterr().err
