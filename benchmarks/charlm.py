@@ -51,6 +51,7 @@ def family(config_name: str) -> str:
     suffix = config_name.rsplit("-", 1)[-1]
     return suffix if suffix in SIZES else "other"
 TREELM = [sys.executable, "-m", "treelm.cli"]
+PREFIXES = ["fixi", "breaki"]     # Sutskever, Martens & Hinton (2011): "fixi" -> "n"
 
 
 def _run(cmd: list[str], capture: bool = False) -> str:
@@ -72,23 +73,28 @@ def _parameters(run: Path) -> tuple[int, str, int]:
             len(r.vocab))
 
 
-def bench_one(cfg: str, args: argparse.Namespace) -> dict[str, Any]:
+def bench_one(cfg: str, args: argparse.Namespace, prev: dict[str, Any] | None) -> dict[str, Any]:
+    """Train (unless --skip-train), evaluate, sample and probe one config; ``prev`` is its entry
+    in an existing record, whose training figures --skip-train keeps."""
     name = Path(cfg).stem
     run = Path(args.runs) / name
     threads = ["--threads", str(args.threads)]
-    commands = []
     every = args.eval_every or max(0.5, args.minutes / 6)
     train_cmd = [*TREELM, "train", "--config", cfg, "--out", str(run), "--force",
                  f"train.max_minutes={args.minutes}", f"train.eval_every_minutes={every}",
                  f"train.threads={args.threads}", *args.overrides]
-    t0 = time.perf_counter()
-    if not args.skip_train:
-        _run(train_cmd)
-        commands.append(train_cmd)
-    wall = time.perf_counter() - t0
     res: dict[str, Any] = {"config": cfg, "run_dir": str(run)}
-    res.update(summarize(run, args.minutes))
-    res["train_wall_s"] = round(wall, 1) if not args.skip_train else None
+    if args.skip_train and prev:                  # keep how the run was trained
+        res.update({k: v for k, v in prev.items()
+                    if k not in ("sample", "probe", "commands")})
+        commands: list[Any] = [c for c in prev.get("commands", []) if " train " in f" {c} "]
+    else:
+        t0 = time.perf_counter()
+        if not args.skip_train:
+            _run(train_cmd)
+        res.update(summarize(run, args.minutes))
+        res["train_wall_s"] = None if args.skip_train else round(time.perf_counter() - t0, 1)
+        commands = [] if args.skip_train else [train_cmd]
     res["parameters"], res["cell"], res["vocab"] = _parameters(run)
     for split in ("valid", "test"):
         cmd = [*TREELM, "eval", str(run), "--split", split, *threads]
@@ -101,7 +107,12 @@ def bench_one(cfg: str, args: argparse.Namespace) -> dict[str, Any]:
            str(args.temperature), *threads]
     commands.append(gen)
     res["sample"] = _run(gen, capture=True)
-    res["commands"] = [shlex.join(["treelm", *c[3:]] if c[:3] == TREELM else c)
+    probe = [*TREELM, "probe", str(run), *[a for p in PREFIXES for a in ("--prefix", p)],
+             "--top", "5", "--json", *threads]
+    commands.append(probe)
+    res["probe"] = _last_json(_run(probe, capture=True))["prefixes"]
+    res["commands"] = [c if isinstance(c, str) else
+                       shlex.join(["treelm", *c[3:]] if c[:3] == TREELM else c)
                        for c in commands]
     return res
 
@@ -149,6 +160,21 @@ def markdown(record: dict[str, Any]) -> str:
         if fam in groups:
             title = f"{SIZES[fam]} parameters" if fam in SIZES else "Other configs"
             lines += ["", f"## {title}", "", *_table(groups[fam])]
+    probed = {n: r["probe"] for n, r in cfgs.items() if r.get("probe")}
+    if probed:
+        lines += ["", "## Next character after a prefix (`treelm probe`)", "",
+                  "Sutskever, Martens & Hinton (2011) show their MRNN predicting \"n\" after "
+                  "\"fixi\". Each prefix is read as the start of a line; the three most likely "
+                  "next characters with their probabilities:", "",
+                  "| config | " + " | ".join(f"after \"{p}\"" for p in PREFIXES) + " |",
+                  "|---|" + "---|" * len(PREFIXES)]
+        for name, rows in probed.items():
+            cells = []
+            for p in PREFIXES:
+                nxt = next((r["next"] for r in rows if r["prefix"] == p), [])
+                cells.append(", ".join(f"{json.dumps(n['symbol'])} {n['prob']:.2f}"
+                                       for n in nxt[:3]))
+            lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     s = record["sample_settings"]
     lines += [
         "",
@@ -189,13 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt", default="the ", help="sample prompt")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--skip-train", action="store_true",
-                    help="only evaluate and sample existing run directories")
+                    help="only evaluate, sample and probe existing run directories (their "
+                    "training figures are kept from the record when it has them)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args(argv)
     out = args.out or RESULTS / f"charlm-{today()}.json"
+    old = json.loads(out.read_text())["configs"] if out.exists() else {}
     results = {}
     for cfg in args.configs or default_configs(args.size):   # one after another, never in parallel
-        results[Path(cfg).stem] = bench_one(cfg, args)
+        results[Path(cfg).stem] = bench_one(cfg, args, old.get(Path(cfg).stem))
     data = {"record": str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out),
             "train_threads": args.threads, "minutes": args.minutes,
             "sample_settings": {"length": args.sample_length, "seed": args.seed,
