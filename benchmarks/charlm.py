@@ -2,6 +2,9 @@
 
     python benchmarks/charlm.py --minutes 20                 # the ~1M-parameter family
     python benchmarks/charlm.py --minutes 20 --size 5m       # the ~5M-parameter family
+    python benchmarks/charlm.py --minutes 20 --configs configs/ptb-char-elman-1m.yaml \
+        --name-suffix=-lr5e-4 train.lr=0.0005                # a variant, kept beside the original
+    python benchmarks/charlm.py --minutes 20 --probe-only    # re-sample and re-probe the runs
     python benchmarks/charlm.py --minutes 0.1 --configs configs/ptb-char-lstm-1m.yaml \
         configs/ptb-char-tensor-1m.yaml --runs /tmp/charlm          # smoke test
 
@@ -76,18 +79,21 @@ def _parameters(run: Path) -> tuple[int, str, int]:
 def bench_one(cfg: str, args: argparse.Namespace, prev: dict[str, Any] | None) -> dict[str, Any]:
     """Train (unless --skip-train), evaluate, sample and probe one config; ``prev`` is its entry
     in an existing record, whose training figures --skip-train keeps."""
-    name = Path(cfg).stem
+    name = Path(cfg).stem + args.name_suffix
     run = Path(args.runs) / name
     threads = ["--threads", str(args.threads)]
     every = args.eval_every or max(0.5, args.minutes / 6)
     train_cmd = [*TREELM, "train", "--config", cfg, "--out", str(run), "--force",
                  f"train.max_minutes={args.minutes}", f"train.eval_every_minutes={every}",
                  f"train.threads={args.threads}", *args.overrides]
-    res: dict[str, Any] = {"config": cfg, "run_dir": str(run)}
-    if args.skip_train and prev:                  # keep how the run was trained
-        res.update({k: v for k, v in prev.items()
-                    if k not in ("sample", "probe", "commands")})
-        commands: list[Any] = [c for c in prev.get("commands", []) if " train " in f" {c} "]
+    res: dict[str, Any] = {"config": cfg, "run_dir": str(run), "overrides": args.overrides}
+    keep = ("sample", "probe", "commands") if args.probe_only else (
+        "sample", "probe", "commands", "valid_bpc", "valid_loss", "test_bpc", "test_loss")
+    if (args.skip_train or args.probe_only) and prev:   # keep how the run was trained
+        res.update({k: v for k, v in prev.items() if k not in keep})
+        commands: list[Any] = [c for c in prev.get("commands", [])
+                               if args.probe_only or " train " in f" {c} "]
+        commands = [c for c in commands if " generate " not in c and " probe " not in c]
     else:
         t0 = time.perf_counter()
         if not args.skip_train:
@@ -96,7 +102,7 @@ def bench_one(cfg: str, args: argparse.Namespace, prev: dict[str, Any] | None) -
         res["train_wall_s"] = None if args.skip_train else round(time.perf_counter() - t0, 1)
         commands = [] if args.skip_train else [train_cmd]
     res["parameters"], res["cell"], res["vocab"] = _parameters(run)
-    for split in ("valid", "test"):
+    for split in () if args.probe_only and prev else ("valid", "test"):
         cmd = [*TREELM, "eval", str(run), "--split", split, *threads]
         commands.append(cmd)
         ev = _last_json(_run(cmd, capture=True))
@@ -217,13 +223,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-train", action="store_true",
                     help="only evaluate, sample and probe existing run directories (their "
                     "training figures are kept from the record when it has them)")
+    ap.add_argument("--probe-only", action="store_true",
+                    help="only sample and probe the runs of record entries; keep the rest")
+    ap.add_argument("--name-suffix", default="",
+                    help="appended to each config's name in the record and run directory, to "
+                    "keep a variant (e.g. '-lr5e-4' with train.lr=0.0005) beside the original")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args(argv)
     out = args.out or RESULTS / f"charlm-{today()}.json"
     old = json.loads(out.read_text())["configs"] if out.exists() else {}
     results = {}
     for cfg in args.configs or default_configs(args.size):   # one after another, never in parallel
-        results[Path(cfg).stem] = bench_one(cfg, args, old.get(Path(cfg).stem))
+        name = Path(cfg).stem + args.name_suffix
+        results[name] = bench_one(cfg, args, old.get(name))
     data = {"record": str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out),
             "train_threads": args.threads, "minutes": args.minutes,
             "sample_settings": {"length": args.sample_length, "seed": args.seed,
