@@ -117,12 +117,67 @@ def _official(path: Path) -> Callable[[dict[str, int]], tuple[Model, Runner]]:
     return make
 
 
+class _GemmOnly(torch.autograd.Function):
+    """Only the matrix products that training a gated RNN layer of gate width G must do, at the
+    layer's sizes, and nothing else (no gate math, no state kept): the floor under any exact
+    implementation that computes the same numbers with the same GEMMs.
+
+    forward:  X W_ihᵀ for all T·B rows at once, then T recurrent products h W_hhᵀ, (B, H)·(H, G)
+    backward: T products dG_t W_hh, (B, G)·(G, H); dW_hh = dGᵀ H, dW_ih = dGᵀ X as one GEMM each
+              over all steps; dX = dG W_ih
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, w_ih: Tensor, w_hh: Tensor, hs: Tensor, dg: Tensor
+                ) -> Tensor:
+        # hs (T·B, H), dg (T·B, G): stand-in states and gate gradients, made before timing
+        T, B, _ = x.shape
+        G, H = w_hh.shape
+        x2 = x.reshape(T * B, -1)
+        xp = x2 @ w_ih.t()                                   # (T·B, G)
+        out = x.new_empty(B, G)
+        for t in range(T):
+            torch.mm(hs[t * B:(t + 1) * B], w_hh.t(), out=out)
+        ctx.save_for_backward(x2, w_ih, w_hh, hs, dg)
+        ctx.shape = (T, B)
+        return out[0, 0] * 0 + xp[0, 0] * 0                  # a scalar; the products are done
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x2, w_ih, w_hh, hs, dg = ctx.saved_tensors
+        T, B = ctx.shape
+        dh = x2.new_empty(B, w_hh.shape[1])
+        for t in range(T):
+            torch.mm(dg[t * B:(t + 1) * B], w_hh, out=dh)
+        d_whh = dg.t() @ hs
+        d_wih = dg.t() @ x2
+        dx = dg @ w_ih
+        return dx.view(T, B, -1), d_wih, d_whh, None, None
+
+
+def _gemm_floor(gates: Callable[[dict[str, int]], int]) -> Callable[[dict[str, int]],
+                                                                  tuple[Model, Runner]]:
+    def make(size: dict[str, int]) -> tuple[Model, Runner]:
+        G, H = gates(size), size["hidden"]
+        m = nn.Module()
+        m.w_ih = nn.Parameter(torch.randn(G, size["input"]) * 0.05)
+        m.w_hh = nn.Parameter(torch.randn(G, H) * 0.05)
+        rows = size["bptt"] * size["batch"]
+        hs, dg = torch.randn(rows, H), torch.randn(rows, G)
+        return m, lambda x: _GemmOnly.apply(x, m.w_ih, m.w_hh, hs, dg)
+
+    return make
+
+
 def models(official: Path | None = None) -> dict[str, Callable[[dict[str, int]],
                                                                 tuple[Model, Runner]]]:
     found = {
         "nn.LSTM": _lstm,
         "onlstm.reference": _onlstm("reference"),
         "onlstm.fused": _onlstm("auto"),
+        # floors: the GEMMs alone, gate width 4H + 2H/chunk (ON-LSTM) and 4H (LSTM)
+        "gemm-floor.onlstm": _gemm_floor(lambda s: 4 * s["hidden"] + 2 * s["hidden"] // s["chunk"]),
+        "gemm-floor.lstm": _gemm_floor(lambda s: 4 * s["hidden"]),
     }
     if official is not None:
         found["onlstm.official"] = _official(official)
@@ -220,6 +275,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "fused_over_reference": fused / by["onlstm.reference"][mode]["tokens_per_s"],
                     "fused_over_nn_lstm": fused / by["nn.LSTM"][mode]["tokens_per_s"],
                 }
+                if "gemm-floor.onlstm" in by:   # the most any exact rewrite could gain
+                    floor = by["gemm-floor.onlstm"][mode]["tokens_per_s"]
+                    ratios[f"{size_name}.{mode}"].update(
+                        floor_over_reference=floor / by["onlstm.reference"][mode]["tokens_per_s"],
+                        fused_over_floor=fused / floor)
                 if "onlstm.official" in by:
                     off = by["onlstm.official"][mode]["tokens_per_s"]
                     ratios[f"{size_name}.{mode}"].update(

@@ -50,9 +50,11 @@ def default_configs(size: str) -> list[str]:
 
 
 def family(config_name: str) -> str:
-    """'1m' for ptb-char-lstm-1m, '5m' for ...-5m, 'other' for anything else."""
-    suffix = config_name.rsplit("-", 1)[-1]
-    return suffix if suffix in SIZES else "other"
+    """'1m' for ptb-char-lstm-1m (and a variant ptb-char-elman-1m-lr5e-4), '5m' for ...-5m,
+    'other' for anything else."""
+    return next((p for p in config_name.split("-") if p in SIZES), "other")
+
+
 TREELM = [sys.executable, "-m", "treelm.cli"]
 PREFIXES = ["fixi", "breaki"]     # Sutskever, Martens & Hinton (2011): "fixi" -> "n"
 
@@ -127,6 +129,10 @@ def _fmt(v: Any, spec: str) -> str:
     return "–" if v is None else format(v, spec)
 
 
+def _overrides(r: dict[str, Any]) -> str:
+    return "".join(f" `{o}`" for o in r.get("overrides") or [])
+
+
 def _table(cfgs: dict[str, dict[str, Any]]) -> list[str]:
     lines = [
         "| config | cell | parameters | minutes | characters seen | chars/s | epochs | "
@@ -135,7 +141,8 @@ def _table(cfgs: dict[str, dict[str, Any]]) -> list[str]:
     ]
     for name, r in sorted(cfgs.items(), key=lambda kv: kv[1].get("test_bpc") or 1e9):
         lines.append(
-            f"| `{name}` | {r['cell']} | {r['parameters']:,} | {_fmt(r.get('minutes'), 'g')} | "
+            f"| `{name}`{_overrides(r)} | {r['cell']} | {r['parameters']:,} | "
+            f"{_fmt(r.get('minutes'), 'g')} | "
             f"{_fmt(r.get('tokens_seen'), ',')} | {_fmt(r.get('tokens_per_s'), ',.0f')} | "
             f"{r.get('epochs_completed', 0)} | {_fmt(r.get('valid_bpc'), '.3f')} | "
             f"{_fmt(r.get('test_bpc'), '.3f')} |")
