@@ -45,15 +45,32 @@ def test_gru_equals_torch_gru(impl):
     assert (out - rout).abs().max() <= 1e-5 and (h - rh[0]).abs().max() <= 1e-5
 
 
-def test_elman_equals_torch_rnn():
+@pytest.mark.parametrize("impl", ["auto", "reference"])
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+def test_elman_equals_torch_rnn(impl, nonlinearity):
     torch.manual_seed(2)
-    ref = nn.RNN(I, H, nonlinearity="tanh")
-    cell = Elman(I, H)
+    ref = nn.RNN(I, H, nonlinearity=nonlinearity)
+    cell = Elman(I, H, nonlinearity=nonlinearity, impl=impl)
     _copy_torch(cell, ref)
-    x, h0 = torch.randn(T, B, I), torch.randn(B, H)
+    x, h0 = torch.randn(T, B, I, requires_grad=True), torch.randn(B, H)
     out, (h,), _ = cell(x, (h0,))
     rout, rh = ref(x, h0[None])
     assert (out - rout).abs().max() <= 1e-5 and (h - rh[0]).abs().max() <= 1e-5
+    g, = torch.autograd.grad(out.square().sum(), x)
+    rg, = torch.autograd.grad(rout.square().sum(), x)
+    assert (g - rg).abs().max() <= 1e-5
+
+
+def test_elman_fused_equals_loop_with_dropconnect():
+    """The fused kernel and the readable loop agree, DropConnect weights included."""
+    torch.manual_seed(5)
+    fused, loop = Elman(I, H), Elman(I, H, impl="reference")
+    loop.load_state_dict(fused.state_dict())
+    x, h0 = torch.randn(T, B, I), torch.randn(B, H)
+    w = {"weight_hh": fused.weight_hh * (torch.rand(H, H) > 0.3) / 0.7}
+    a, (ha,), _ = fused(x, (h0,), w)
+    b, (hb,), _ = loop(x, (h0,), w)
+    assert (a - b).abs().max() <= 1e-5 and (ha - hb).abs().max() <= 1e-5
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

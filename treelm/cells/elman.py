@@ -3,6 +3,9 @@
     h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)
 
 Same parameters and numbers as ``torch.nn.RNN(nonlinearity="tanh")``. State ``(h,)``, (B, H).
+``impl="auto"`` runs tanh and relu through PyTorch's fused RNN kernel (``torch.rnn_tanh`` /
+``torch.rnn_relu``, the one behind ``nn.RNN``); ``impl="reference"`` and ``linear`` run :meth:`step`
+in a loop over time.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ from treelm.cells.base import Cell, State
 
 
 class Elman(Cell):
-    def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh") -> None:
+    def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh",
+                 impl: str = "auto") -> None:
         super().__init__(input_size, hidden_size)
         if nonlinearity not in ("tanh", "relu", "linear"):
             raise ValueError(f"unknown nonlinearity {nonlinearity!r}: tanh, relu or linear")
+        if impl not in ("auto", "reference"):
+            raise ValueError(f"unknown impl {impl!r}: auto or reference")
         self.nonlinearity = nonlinearity
+        self.impl = impl
         self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
         self.bias_ih = nn.Parameter(torch.empty(hidden_size))
@@ -39,3 +46,15 @@ class Elman(Cell):
         pre = xp_t + F.linear(state[0], w["weight_hh"], self.bias_hh)
         h = {"tanh": torch.tanh, "relu": torch.relu, "linear": lambda v: v}[self.nonlinearity](pre)
         return h, (h,), {}
+
+    def forward(
+        self, x: Tensor, state: State | None = None, weights: dict[str, Tensor] | None = None
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        if self.impl == "reference" or self.nonlinearity == "linear":
+            return super().forward(x, state, weights)
+        h0 = (self.init_state(x.size(1), x) if state is None else state)[0].unsqueeze(0)
+        w_hh = self.weight_hh if weights is None else weights["weight_hh"]
+        params = [self.weight_ih, w_hh, self.bias_ih, self.bias_hh]
+        kernel = torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
+        out, h = kernel(x, h0, params, True, 1, 0.0, self.training, False, False)
+        return out, (h[0],), {}
