@@ -89,13 +89,15 @@ def bench_one(cfg: str, args: argparse.Namespace, prev: dict[str, Any] | None) -
                  f"train.max_minutes={args.minutes}", f"train.eval_every_minutes={every}",
                  f"train.threads={args.threads}", *args.overrides]
     res: dict[str, Any] = {"config": cfg, "run_dir": str(run), "overrides": args.overrides}
-    keep = ("sample", "probe", "commands") if args.probe_only else (
-        "sample", "probe", "commands", "valid_bpc", "valid_loss", "test_bpc", "test_loss")
-    if (args.skip_train or args.probe_only) and prev:   # keep how the run was trained
-        res.update({k: v for k, v in prev.items() if k not in keep})
+    reuse = bool(prev) and (args.skip_train or args.probe_only)   # keep how the run was trained
+    if reuse:
+        redo = {"sample", "probe", "commands"}
+        if not args.probe_only:
+            redo |= {"valid_bpc", "valid_loss", "test_bpc", "test_loss"}
+        res.update({k: v for k, v in prev.items() if k not in redo})
+        kept = (" train ", " eval ") if args.probe_only else (" train ",)
         commands: list[Any] = [c for c in prev.get("commands", [])
-                               if args.probe_only or " train " in f" {c} "]
-        commands = [c for c in commands if " generate " not in c and " probe " not in c]
+                               if any(k in f" {c} " for k in kept)]
     else:
         t0 = time.perf_counter()
         if not args.skip_train:
@@ -104,7 +106,7 @@ def bench_one(cfg: str, args: argparse.Namespace, prev: dict[str, Any] | None) -
         res["train_wall_s"] = None if args.skip_train else round(time.perf_counter() - t0, 1)
         commands = [] if args.skip_train else [train_cmd]
     res["parameters"], res["cell"], res["vocab"] = _parameters(run)
-    for split in () if args.probe_only and prev else ("valid", "test"):
+    for split in () if reuse and args.probe_only else ("valid", "test"):
         cmd = [*TREELM, "eval", str(run), "--split", split, *threads]
         commands.append(cmd)
         ev = _last_json(_run(cmd, capture=True))

@@ -17,6 +17,8 @@ apply DropConnect (Wan et al. 2013, as in AWD-LSTM) to them: the dropped copies 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -43,6 +45,22 @@ class Cell(nn.Module):
     def init_state(self, batch: int, like: Tensor) -> State:
         """The zero state on ``like``'s device and dtype."""
         return tuple(like.new_zeros(batch, n) for n in self.state_sizes())
+
+    def torch_kernel(
+        self, kernel: Any, x: Tensor, state: State | None, weights: dict[str, Tensor] | None
+    ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        """One layer through PyTorch's fused kernel (``torch.lstm``, ``torch.gru``,
+        ``torch.rnn_tanh``, ``torch.rnn_relu``: what ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` run),
+        for cells holding ``weight_ih, weight_hh, bias_ih, bias_hh`` in that layout; DropConnect
+        comes in as ``weights["weight_hh"]``."""
+        if state is None:
+            state = self.init_state(x.size(1), x)
+        w_hh = self.weight_hh if weights is None else weights["weight_hh"]
+        params = [self.weight_ih, w_hh, self.bias_ih, self.bias_hh]
+        hx = tuple(s.unsqueeze(0) for s in state)
+        out, *hs = kernel(x, hx if len(hx) > 1 else hx[0], params, True, 1, 0.0, self.training,
+                          False, False)
+        return out, tuple(h[0] for h in hs), {}
 
     def recurrent(self) -> dict[str, Tensor]:
         """The hidden-to-hidden weights as used this sequence (undropped)."""

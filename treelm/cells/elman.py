@@ -52,9 +52,5 @@ class Elman(Cell):
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
         if self.impl == "reference" or self.nonlinearity == "linear":
             return super().forward(x, state, weights)
-        h0 = (self.init_state(x.size(1), x) if state is None else state)[0].unsqueeze(0)
-        w_hh = self.weight_hh if weights is None else weights["weight_hh"]
-        params = [self.weight_ih, w_hh, self.bias_ih, self.bias_hh]
         kernel = torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
-        out, h = kernel(x, h0, params, True, 1, 0.0, self.training, False, False)
-        return out, (h[0],), {}
+        return self.torch_kernel(kernel, x, state, weights)

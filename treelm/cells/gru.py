@@ -52,10 +52,4 @@ class GRU(Cell):
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
         if self.impl == "reference":
             return super().forward(x, state, weights)
-        if state is None:
-            state = self.init_state(x.size(1), x)
-        w_hh = self.weight_hh if weights is None else weights["weight_hh"]
-        params = [self.weight_ih, w_hh, self.bias_ih, self.bias_hh]
-        out, h = torch.gru(x, state[0].unsqueeze(0), params, True, 1, 0.0, self.training,
-                           False, False)
-        return out, (h[0],), {}
+        return self.torch_kernel(torch.gru, x, state, weights)

@@ -68,10 +68,4 @@ class LSTM(Cell):
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
         if self.peephole or self.impl == "reference":
             return super().forward(x, state, weights)
-        if state is None:
-            state = self.init_state(x.size(1), x)
-        w_hh = self.weight_hh if weights is None else weights["weight_hh"]
-        h0, c0 = (s.unsqueeze(0) for s in state)
-        params = [self.weight_ih, w_hh, self.bias_ih, self.bias_hh]
-        out, h, c = torch.lstm(x, (h0, c0), params, True, 1, 0.0, self.training, False, False)
-        return out, (h[0], c[0]), {}
+        return self.torch_kernel(torch.lstm, x, state, weights)
