@@ -23,7 +23,7 @@ def count(config: str | Path, vocab: int = 50) -> int:
     from treelm.config import load_config
     from treelm.models import build_model
 
-    model = build_model(load_config(config).get("model", {}), vocab)
+    model = build_model(load_config(config).get("model", {}), vocab_size=vocab)
     return sum(p.numel() for p in model.parameters())
 
 

@@ -56,7 +56,7 @@ def random_model(config: Path | None):
     for key in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop"):
         spec[key] = 0.0
     torch.manual_seed(0)
-    model = build_model(spec, VOCAB_SIZE).eval()
+    model = build_model(spec, vocab_size=VOCAB_SIZE).eval()
     return model, {"weights": "random", "size_from": source, "sizes": spec["sizes"],
                          "cell_options": spec.get("cell_options", {}), "vocab_size": VOCAB_SIZE}
 

@@ -7,7 +7,7 @@ import pytest
 
 from treelm.config import load_config
 from treelm.models import build_model
-from treelm.train.trainer import TrainConfig
+from treelm.train.builders import train_sections
 
 
 @pytest.fixture(scope="module")
@@ -43,20 +43,20 @@ def test_char_configs_have_equal_parameter_counts(root, counter, vocab, size):
 def test_char_config_is_valid(root, cell, size):
     cfg = load_config(root / f"configs/ptb-char-{cell}-{size}.yaml")
     assert cfg["data"]["source"] == "ptb-char" and cfg["model"]["cell"] == cell
-    tc = TrainConfig.from_dict(cfg["train"])
+    tc, _, _ = train_sections(cfg)
     assert tc.optimizer == "adam" and tc.clip > 0
-    model = build_model(cfg["model"], 50)
+    model = build_model(cfg["model"], vocab_size=50)
     if cell in ("mrnn", "tensor"):
-        assert model.onehot and model.rnn.layers[0].input_size == 50
+        assert model.onehot and model.layer_cells()[0].input_size == 50
     if cell == "mrnn":
-        layer = model.rnn.layers[0]
+        layer = model.layer_cells()[0]
         assert layer.factors == layer.hidden_size        # F = H
 
 
 def test_general_char_lstm_config(root):
     cfg = load_config(root / "configs/ptb-char-lstm.yaml")
-    TrainConfig.from_dict(cfg["train"])
-    build_model(cfg["model"], 51)
+    train_sections(cfg)
+    build_model(cfg["model"], vocab_size=51)
 
 
 def test_text_char_config_trains_on_a_user_file(root, tmp_path, capsys):

@@ -3,14 +3,14 @@ import torch
 
 from treelm.data.batching import BPTTSchedule, batchify, get_batch
 from treelm.data.corpus import CorpusError, load_corpus
-from treelm.data.vocab import EOS, UNK, Vocab
+from treelm.text import EOS, UNK, UnknownSymbolError, Vocab
 
 
 def test_vocab_roundtrip_and_unk_policy(tmp_path):
     v = Vocab.build([["b", "a", "b", "c", "b", "a"]])
     assert v.itos[:2] == [EOS, UNK] and v.itos[2:] == ["b", "a", "c"]
     assert v.encode(["a", "zzz"]) == [v.stoi["a"], v.unk]
-    with pytest.raises(KeyError, match="zzz"):
+    with pytest.raises(UnknownSymbolError, match="zzz"):
         v.encode(["zzz"], unk="error")
     with pytest.raises(ValueError, match="unknown token policy"):
         v.encode(["a"], unk="drop")
@@ -24,8 +24,9 @@ def test_ptb_word_and_char_defaults():
     assert len(c.vocab) == 10000                     # Mikolov's PTB
     assert c.train.numel() == 929589 and c.valid.numel() == 73760 and c.test.numel() == 82430
     ch = load_corpus({"source": "ptb-char"})
-    assert ch.vocab.level == "char" and 45 <= len(ch.vocab) <= 60
-    assert ch.vocab.join(ch.vocab.decode(ch.valid[:20].tolist())).startswith("consumers may want")
+    assert ch.tokenizer.level == "char" and 45 <= len(ch.vocab) <= 60
+    assert ch.tokenizer.decode(ch.vocab.decode(ch.valid[:20].tolist())).startswith(
+        "consumers may want")
 
 
 def test_user_files_and_split(tmp_path):

@@ -29,7 +29,7 @@ def lm() -> RNNLM:
     torch.manual_seed(0)
     model = RNNLM(V, "lstm", sizes=[8, 24], tie_weights=False)
     with torch.no_grad():                     # sharper distributions than the default init
-        model.decoder.weight.mul_(20)
+        model.head.weight.mul_(20)
     return model.eval()
 
 
@@ -177,18 +177,16 @@ def test_symbol_writer_streams_and_flushes():
         def flush(self):
             Out.flushes += 1
 
-    from treelm.data.vocab import Vocab
+    from treelm.text import make_tokenizer
 
-    words = Vocab(["<eos>", "<unk>", "a", "b"], "word")
     out = Out()
-    w = SymbolWriter(words, out)
+    w = SymbolWriter(make_tokenizer("word"), out)
     for s in ["a", "b", "<eos>", "a"]:
         w.write(s)
     w.end()
     assert out.getvalue() == "a b\na\n" and Out.flushes >= 4
-    chars = Vocab(["<eos>", "<unk>", "x", " "], "char")
     out = io.StringIO()
-    w = SymbolWriter(chars, out)
+    w = SymbolWriter(make_tokenizer("char"), out)
     for s in ["x", " ", "x", "<eos>"]:
         w.write(s)
     w.end()
@@ -293,4 +291,4 @@ def test_probe(char_run, capsys):
             ref = r.model(torch.tensor(ids).unsqueeze(1)).logits[-1, 0].softmax(-1)
         top = r.vocab.stoi[p["next"][0]["symbol"]]
         assert int(ref.argmax()) == top and float(ref[top]) == pytest.approx(probs[0], abs=1e-5)
-    assert next_symbol_table(r.model, r.vocab, ["the"], 2)[0]["next"][0]["prob"] > 0
+    assert next_symbol_table(r.model, r.tokenizer, r.vocab, ["the"], 2)[0]["next"][0]["prob"] > 0

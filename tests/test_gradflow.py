@@ -20,7 +20,7 @@ V, H, T, B = 7, 6, 15, 4
 def _linear_elman(w_hh: torch.Tensor):
     """Elman with linear activation, W_ih = 0, no biases: h_t = W_hh h_{t-1}."""
     model = fresh_model("elman", V, H, seed=0, cell_options={"nonlinearity": "linear"})
-    cell = model.rnn.layers[0]
+    cell = model.layer_cells()[0]
     with torch.no_grad():
         cell.weight_hh.copy_(w_hh)
         cell.weight_ih.zero_()
@@ -49,7 +49,7 @@ def test_contracting_recurrence_decays_geometrically():
 def test_elman_tanh_matches_the_hand_derived_jacobian_product():
     """∂L/∂h_{t-1} = W_hhᵀ (diag(1 − h_t²) ∂L/∂h_t), computed by hand without autograd."""
     model = fresh_model("elman", V, H, seed=3).double()
-    cell = model.rnn.layers[0]
+    cell = model.layer_cells()[0]
     x, y = random_batch(V, T, B, seed=2)
     with torch.no_grad():
         hs = [torch.zeros(B, H, dtype=torch.float64)]
@@ -57,8 +57,8 @@ def test_elman_tanh_matches_the_hand_derived_jacobian_product():
             e = F.one_hot(x[t], V).double()
             hs.append(torch.tanh(e @ cell.weight_ih.T + cell.bias_ih
                                  + hs[-1] @ cell.weight_hh.T + cell.bias_hh))
-        p = (hs[-1] @ model.decoder.weight.T + model.decoder.bias).softmax(-1)
-        g = (p - F.one_hot(y, V).double()) @ model.decoder.weight       # ∂L/∂h_T
+        p = (hs[-1] @ model.head.weight.T + model.head.bias).softmax(-1)
+        g = (p - F.one_hot(y, V).double()) @ model.head.weight       # ∂L/∂h_T
         expect = [g.norm(dim=-1).mean()]
         for t in range(T, 0, -1):
             g = (g * (1 - hs[t] ** 2)) @ cell.weight_hh
@@ -91,7 +91,7 @@ def test_elman_sigma_max_report():
     assert "σ_max(W_hh) = 0.700 < 1/γ = 1" in b.describe()
     model = fresh_model("elman", V, H, seed=0)
     with torch.no_grad():
-        model.rnn.layers[0].weight_hh.copy_(2 * torch.eye(H))
+        model.layer_cells()[0].weight_hh.copy_(2 * torch.eye(H))
     (b,) = elman_bounds(model)
     assert b.sigma_max == pytest.approx(2.0) and not b.vanishing_guaranteed
     assert elman_bounds(fresh_model("lstm", V, H)) == []

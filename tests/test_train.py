@@ -14,7 +14,7 @@ import torch
 from treelm.cli import main
 from treelm.errors import CheckpointError
 from treelm.run import load_run
-from treelm.train.checkpoint import read_pointer
+from treelm.rundir.checkpoint import read_pointer
 from treelm.train.optim import Averager
 
 CFG = "configs/tiny-lm.yaml"

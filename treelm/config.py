@@ -1,14 +1,17 @@
 """YAML configs: load, apply ``key=value`` overrides from the command line, validate sections.
 
-A config has four sections (see ``configs/*.yaml`` for commented defaults): ``seed``, ``data``
-(:mod:`treelm.data.corpus`), ``model`` (:mod:`treelm.models`) and ``train``
-(:class:`treelm.train.trainer.TrainConfig`). Overrides use dotted keys and YAML values:
-``train.lr=0.002 model.sizes=[200,200] train.max_minutes=60``.
+A config has these top-level keys (see ``configs/*.yaml`` for commented defaults): ``seed``,
+``task`` (the kind of work, :data:`treelm.tasks.TASKS`; default ``lm``), ``data`` (read by the
+task), ``model`` (:mod:`treelm.models`) and ``train`` (the loop's
+:class:`treelm.train.config.TrainConfig` plus the task's own options, such as batch sizes).
+Overrides use dotted keys and YAML values: ``train.lr=0.002 model.sizes=[200,200]``.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ import yaml
 
 from treelm.errors import ConfigError
 
-SECTIONS = ("seed", "data", "model", "train")
+SECTIONS = ("seed", "task", "data", "model", "train")
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -59,3 +62,17 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 def dump_config(cfg: dict[str, Any]) -> str:
     return yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True)
+
+
+def parse_section(cls: type[Any], d: dict[str, Any] | None, section: str,
+                  others: Iterable[str] = ()) -> Any:
+    """The dataclass ``cls`` from the mapping ``d`` of a config section; keys that are neither
+    fields of ``cls`` nor in ``others`` (claimed by another reader of the same section) are an
+    error naming them."""
+    d = dict(d or {})
+    names = {f.name for f in dataclasses.fields(cls)}
+    known = names | set(others)
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ConfigError(f"unknown {section} options {unknown}; known: {sorted(known)}")
+    return cls(**{k: v for k, v in d.items() if k in names})

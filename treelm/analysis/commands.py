@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from treelm.errors import TreelmError
+from treelm.run import add_run_options
 
 GRADFLOW_EPILOG = """examples:
   treelm gradflow --cells elman lstm gru onlstm mrnn tensor --hidden 128 --length 100
@@ -130,9 +131,8 @@ def add_gradflow(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--wrt", choices=["h", "state"], default="h",
                    help="differentiate w.r.t. the hidden vector h_t (default) or the whole "
                    "state, e.g. (h_t, c_t)")
-    g.add_argument("--checkpoint", choices=["best", "last"], default="best")
     g.add_argument("--csv", default="gradflow.csv", help="CSV output (gradflow.csv)")
     g.add_argument("--png", default="gradflow.png", help="PNG output (gradflow.png)")
-    g.add_argument("--threads", type=int, help="torch threads")
+    add_run_options(g)
     g.set_defaults(func=cmd_gradflow)
     return g

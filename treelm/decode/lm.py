@@ -1,5 +1,8 @@
-"""The step-function adapter for :class:`treelm.models.lm.RNNLM` (and any model with its
-``forward(tokens (T, B), states) -> output with .logits (T, B, V) and .states``)."""
+"""The step function of a language model, for the decoders of :mod:`treelm.decode`.
+
+Any model with ``step(tokens, states) -> (logits (B, V), states)`` (incremental decoding, e.g.
+:meth:`treelm.models.lm.RNNLM.step`) plugs in; this adapter only adds ``prime``.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +24,7 @@ class LMStep:
         self.model = model
 
     def __call__(self, tokens: Tensor, states: Any) -> tuple[Tensor, Any]:
-        if tokens.dim() == 1:
-            tokens = tokens.unsqueeze(0)
-        out = self.model(tokens, states)
-        return out.logits[-1], out.states
+        return self.model.step(tokens, states)
 
     @torch.no_grad()
     def prime(self, prompts: Tensor) -> tuple[Tensor, Any]:

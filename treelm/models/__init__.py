@@ -12,12 +12,14 @@ from treelm.models.lm import RNNLM
 MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM}
 
 
-def build_model(spec: dict[str, Any], vocab_size: int) -> nn.Module:
+def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:
+    """The model a ``model:`` section names, with the sizes its task provides (``dims``, e.g.
+    ``vocab_size``; see :meth:`treelm.tasks.base.Task.model_dims`)."""
     spec = dict(spec)
     kind = spec.pop("type", "lm")
     if kind not in MODELS:
         raise ConfigError(f"unknown model type {kind!r}; choose one of {', '.join(MODELS)}")
     try:
-        return MODELS[kind](vocab_size, **spec)
+        return MODELS[kind](**dims, **spec)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"bad model options for {kind!r}: {e}") from None

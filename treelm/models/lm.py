@@ -8,6 +8,17 @@
 
 tokens: (T, B) int64 -> logits (T, B, V). ``embedding: onehot`` feeds one-hot vectors (fixed
 identity embedding) as in Sutskever et al.'s character models; then ``sizes[0]`` must be V.
+
+What other packages use (no one reaches into the attributes):
+
+* ``forward(tokens, states)`` -> :class:`LMOutput` (training: logits plus what AR/TAR need);
+* ``features(tokens, states)`` -> :class:`~treelm.nn.stack.StackOutput`: embedding and recurrent
+  stack only, per-layer outputs and cell ``aux`` (ON-LSTM levels ``df``/``di``), no output layer;
+* ``logits(h)`` -> the output layer ``W_o h + b_o`` applied to last-layer features;
+* ``start(batch)`` / ``step(tokens, state)`` -> incremental decoding (:mod:`treelm.decode`);
+* ``layer_cells()`` -> the cells of the stack, in order (layer 1 first).
+
+The output projection is ``head`` (called ``decoder`` before; such checkpoints still load).
 """
 
 from __future__ import annotations
@@ -21,7 +32,9 @@ from torch import Tensor, nn
 
 from treelm.cells import State
 from treelm.nn.dropout import embedding_dropout, locked_dropout
-from treelm.nn.stack import RNNStack
+from treelm.nn.stack import RNNStack, StackOutput
+
+LEGACY_NAMES = {"decoder.": "head."}    # checkpoint key prefixes renamed since
 
 
 @dataclass
@@ -63,17 +76,19 @@ class RNNLM(nn.Module):
             self.embedding = nn.Embedding(vocab_size, sizes[0])
             nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
         self.rnn = RNNStack(cell, sizes, dropouth, wdrop, cell_options)
-        self.decoder = nn.Linear(self.rnn.output_size, vocab_size)
-        nn.init.zeros_(self.decoder.bias)
+        self.head = nn.Linear(self.rnn.output_size, vocab_size)
+        nn.init.zeros_(self.head.bias)
         if tie_weights:
             if self.onehot or self.rnn.output_size != sizes[0]:
                 raise ValueError(
                     "tie_weights needs a learned embedding whose size equals the last layer's "
                     f"output size (got embedding {sizes[0]}, output {self.rnn.output_size})"
                 )
-            self.decoder.weight = self.embedding.weight
+            self.head.weight = self.embedding.weight
         else:
-            nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+            nn.init.uniform_(self.head.weight, -0.1, 0.1)
+
+        self.register_load_state_dict_pre_hook(_rename_legacy_keys)
 
     def embed(self, tokens: Tensor) -> Tensor:
         if self.onehot:
@@ -81,11 +96,36 @@ class RNNLM(nn.Module):
         w = embedding_dropout(self.embedding.weight, self.dropoute, self.training)
         return locked_dropout(F.embedding(tokens, w), self.dropouti, self.training)
 
-    def forward(self, tokens: Tensor, states: list[State] | None = None) -> LMOutput:
-        out = self.rnn(self.embed(tokens), states)
-        dropped = locked_dropout(out.out, self.dropout, self.training)
-        return LMOutput(self.decoder(dropped), out.states, out.raw, dropped, out.aux)
+    def features(self, tokens: Tensor, states: list[State] | None = None) -> StackOutput:
+        return self.rnn(self.embed(tokens), states)
 
-    def init_states(self, batch: int) -> list[State]:
-        like = self.decoder.weight
+    def logits(self, h: Tensor) -> Tensor:
+        return self.head(h)
+
+    def forward(self, tokens: Tensor, states: list[State] | None = None) -> LMOutput:
+        out = self.features(tokens, states)
+        dropped = locked_dropout(out.out, self.dropout, self.training)
+        return LMOutput(self.head(dropped), out.states, out.raw, dropped, out.aux)
+
+    def layer_cells(self) -> list[nn.Module]:
+        return list(self.rnn.layers)
+
+    def start(self, batch: int) -> list[State]:
+        """The zero state of every layer for ``batch`` sequences."""
+        like = self.head.weight
         return [layer.init_state(batch, like) for layer in self.rnn.layers]
+
+    def step(self, tokens: Tensor, states: list[State] | None) -> tuple[Tensor, list[State]]:
+        """``tokens`` (B,) or a prefix (T, B) -> (logits (B, V) after its last symbol, states)."""
+        if tokens.dim() == 1:
+            tokens = tokens.unsqueeze(0)
+        out = self.features(tokens, states)
+        return self.head(out.out[-1]), out.states
+
+
+def _rename_legacy_keys(module: nn.Module, state_dict: dict[str, Tensor], prefix: str,
+                        *args: Any) -> None:
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        for old, new in LEGACY_NAMES.items():
+            if key.startswith(prefix + old):
+                state_dict[prefix + new + key[len(prefix + old):]] = state_dict.pop(key)

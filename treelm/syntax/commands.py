@@ -68,14 +68,10 @@ def _wrap(text: str) -> str:
 
 def _open_run(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
     """Load ``args.run_dir`` (``--checkpoint``, ``--threads``) and check it has master gates."""
-    import torch
-
-    from treelm.run import load_run
+    from treelm.run import open_run
     from treelm.syntax.levels import onlstm_layers
 
-    if getattr(args, "threads", None):
-        torch.set_num_threads(args.threads)
-    run = load_run(args.run_dir, args.checkpoint, expect="lm")
+    run = open_run(args, expect="lm")
     return run, onlstm_layers(run.model)
 
 
@@ -99,34 +95,21 @@ def parse_layer(text: str | None, layers: Sequence[int], allow_all: bool = True)
     return [k]
 
 
-def _jieba() -> Any:
-    try:
-        import jieba
-    except ImportError:
-        raise TreelmError("--segment jieba needs the optional package jieba: "
-                          "pip install 'treelm[zh]' (or pip install jieba)") from None
-    import logging
+def tokenize(text: str, tokenizer: Any, segment: str = "none",
+             normalize: bool = False) -> list[str]:
+    """The tokens of one input line, read by the run's tokenizer (:mod:`treelm.text`).
 
-    jieba.setLogLevel(logging.WARNING)
-    return jieba
-
-
-def tokenize(text: str, level: str, segment: str = "none", normalize: bool = False) -> list[str]:
-    """The tokens of one input line.
-
-    Word-level runs: whitespace-separated words (pre-segmented text works as is), or the words
-    of ``jieba.lcut`` with ``segment="jieba"``. Character-level runs: the characters of the line
-    (spaces included, as the model was trained). ``normalize`` applies the PTB preprocessing
-    of the treebank reader (lower-case, digit runs -> ``N``) to every token.
+    ``segment="jieba"`` reads a word-level run's input with the jieba tokenizer instead (Chinese
+    text without spaces). ``normalize`` applies the PTB preprocessing of the treebank reader
+    (lower-case, digit runs -> ``N``) to every token.
     """
     if segment == "jieba":
-        if level != "word":
+        from treelm.text import make_tokenizer
+
+        if tokenizer.level != "word":
             raise TreelmError("--segment jieba makes words; this run's model reads characters")
-        tokens = [w for w in _jieba().lcut(text.strip()) if w.strip()]
-    elif level == "char":
-        tokens = list(text.strip("\r\n"))
-    else:
-        tokens = text.split()
+        tokenizer = make_tokenizer("jieba")
+    tokens = tokenizer.encode_line(text.strip("\r\n"))
     if normalize:
         from treelm.data.treebank import normalize_word
 
@@ -173,8 +156,9 @@ def _check_positive(name: str, value: int | None) -> None:
 
 
 def _add_model_options(p: argparse.ArgumentParser, batch: bool = True) -> None:
-    p.add_argument("--checkpoint", choices=["best", "last"], default="best",
-                   help="which weights of the run (default best)")
+    from treelm.run import add_run_options
+
+    add_run_options(p)
     p.add_argument("--unk", choices=["map", "error"], default="map",
                    help="a word outside the vocabulary: read it as <unk> (map, default) or stop "
                    "with an error")
@@ -182,7 +166,6 @@ def _add_model_options(p: argparse.ArgumentParser, batch: bool = True) -> None:
                    help="tree rule: official (default; the highest-level word opens a "
                    "constituent, ON-LSTM test_phrase_grammar.py) or split (span split before "
                    "the highest-level word)")
-    p.add_argument("--threads", type=int, help="torch threads")
     if batch:
         p.add_argument("--batch-size", type=int, default=256,
                        help="sentences per forward pass (default 256)")
@@ -235,12 +218,12 @@ def cmd_parse(args: argparse.Namespace) -> int:
     _check_positive("--batch-size", args.batch_size)
     run, available = _open_run(args)
     layers = parse_layer(args.layer, available)
-    level = run.vocab.level
+    tokenizer = run.tokenizer
     unknown: dict[str, int] = {}
     out: TextIO = sys.stdout
     try:
         for chunk in _chunks(_input_lines(args.sentence, args.file), _CHUNK):
-            tokens = [tokenize(t, level, args.segment, args.normalize) for t in chunk]
+            tokens = [tokenize(t, tokenizer, args.segment, args.normalize) for t in chunk]
             if args.sentence not in (None, "-") and not tokens[0]:
                 raise TreelmError("the sentence is empty")
             levels = sentence_levels(run.model, run.vocab, tokens, args.batch_size, args.unk)
@@ -499,11 +482,11 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
 
 
 # ----------------------------------------------------------------------------- plot
-def _one_sentence(args: argparse.Namespace, level: str) -> tuple[str, list[str]]:
+def _one_sentence(args: argparse.Namespace, tokenizer: Any) -> tuple[str, list[str]]:
     lines = [t for t in _input_lines(args.sentence, None) if t.strip()]
     if len(lines) != 1:
         raise TreelmError(f"give exactly one sentence (got {len(lines)})")
-    tokens = tokenize(lines[0], level, args.segment, args.normalize)
+    tokens = tokenize(lines[0], tokenizer, args.segment, args.normalize)
     if not tokens:
         raise TreelmError("the sentence is empty")
     return lines[0], tokens
@@ -514,7 +497,7 @@ def _levels_of(args: argparse.Namespace) -> tuple[Any, list[str], int, Any]:
 
     run, available = _open_run(args)
     layer = parse_layer(args.layer, available, allow_all=False)[0]
-    _, tokens = _one_sentence(args, run.vocab.level)
+    _, tokens = _one_sentence(args, run.tokenizer)
     lv = sentence_levels(run.model, run.vocab, [tokens], unk=args.unk)[0]
     return run, tokens, layer, lv
 

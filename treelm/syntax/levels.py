@@ -41,9 +41,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from treelm.data.vocab import UNK_POLICIES, Vocab
 from treelm.errors import TreelmError
 from treelm.syntax.trees import Tree, build_tree
+from treelm.text.vocab import Vocab
 
 NO_MASTER_GATES = "this run's model has no ON-LSTM layers; tree induction needs master gates"
 
@@ -91,14 +91,12 @@ def onlstm_layers(model: nn.Module) -> tuple[int, ...]:
     """1-based numbers of the model's layers that have master gates (ON-LSTM cells).
 
     Raises:
-        NoMasterGatesError: none does, or the model is not a recurrent LM (``model.rnn``).
+        NoMasterGatesError: none does, or the model exposes no layers (``layer_cells()``).
     """
     from treelm.cells.onlstm import ONLSTM
 
-    layers = getattr(getattr(model, "rnn", None), "layers", None)
-    if layers is None or not hasattr(model, "embed"):
-        raise NoMasterGatesError(NO_MASTER_GATES)
-    found = tuple(i + 1 for i, layer in enumerate(layers) if isinstance(layer, ONLSTM))
+    cells = model.layer_cells() if callable(getattr(model, "layer_cells", None)) else []
+    found = tuple(i + 1 for i, layer in enumerate(cells) if isinstance(layer, ONLSTM))
     if not found:
         raise NoMasterGatesError(NO_MASTER_GATES)
     return found
@@ -125,8 +123,8 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
 
 
 def _run(model: nn.Module, tokens: torch.Tensor, states: list | None, rows: list[int]):
-    """Embedding + recurrent stack only (no decoder); levels ``(n_rows, T, B)`` each."""
-    out = model.rnn(model.embed(tokens), states)
+    """The model's features only (no output layer); levels ``(n_rows, T, B)`` each."""
+    out = model.features(tokens, states)
     df = torch.stack([out.aux[r]["df"] for r in rows])
     di = torch.stack([out.aux[r]["di"] for r in rows])
     return out.states, df, di
@@ -188,16 +186,8 @@ def encode_words(
     ``unk="map"`` reads an unknown word as ``<unk>``; ``unk="error"`` raises a
     :class:`~treelm.errors.TreelmError` naming it.
     """
-    if unk not in UNK_POLICIES:
-        raise TreelmError(f"unknown --unk policy {unk!r}; choose one of {', '.join(UNK_POLICIES)}")
-    unknown = [i for i, w in enumerate(words) if w not in vocab.stoi]
-    if unknown and unk == "error":
-        word = words[unknown[0]]
-        raise TreelmError(
-            f"word {word!r} is not in the {vocab.level} vocabulary ({len(vocab)} symbols); "
-            "use --unk map to read it as <unk>"
-        )
-    return vocab.encode(words, unk="map"), unknown
+    ids = vocab.encode(words, unk, what="word")
+    return ids, vocab.unknown(words)
 
 
 def sentence_levels(

@@ -2,8 +2,9 @@
 
 ``torchrun --nproc_per_node=N -m treelm.cli train ...`` (or the ``treelm`` script) sets
 ``WORLD_SIZE``/``RANK``/``LOCAL_RANK``; :func:`setup` then joins the process group (gloo on CPU,
-NCCL on GPU). Each rank trains on its own contiguous 1/N of the training stream with the same
-sequence-length schedule, so every rank takes the same number of steps; DDP averages gradients.
+NCCL on GPU). Each rank trains on its own share of the task's data (the task shards it, e.g. a
+contiguous 1/N of the LM stream) so every rank takes the same number of steps; DDP averages
+gradients.
 Rank 0 alone writes the run directory.
 """
 
@@ -38,12 +39,6 @@ def setup(device: torch.device) -> Dist:
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
-
-
-def shard(data: torch.Tensor, d: Dist) -> torch.Tensor:
-    """This rank's contiguous part of a token stream (all parts the same length)."""
-    n = data.size(0) // d.world
-    return data[d.rank * n : (d.rank + 1) * n]
 
 
 def any_rank(flag: bool, d: Dist) -> bool:

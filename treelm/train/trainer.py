@@ -1,109 +1,93 @@
-"""The one training loop of treelm.
+"""The one training loop of treelm, for every task.
 
-``train(cfg, run_dir)`` builds the corpus and model from a config, then runs epochs of truncated
-BPTT with gradient clipping, optional NT-ASGD, learning-rate schedules, a wall-time budget,
-periodic validation, progress display and crash-safe checkpoints; ``resume(run_dir)`` continues a
-killed run from its last checkpoint so that the loss curve is the one an uninterrupted run gives
-(the checkpoint holds the position in the epoch, the carried hidden states, the optimiser and every
-RNG state).
+``train(cfg, run_dir)`` builds the task, model and optimiser from a config
+(:mod:`treelm.train.builders`) and runs epochs of the task's batches with gradient clipping,
+optional NT-ASGD, learning-rate schedules, a wall-time budget, periodic validation, progress
+display and crash-safe checkpoints; ``resume(run_dir, cfg)`` continues a killed run from its last
+checkpoint so that the loss curve is the one an uninterrupted run gives. A checkpoint holds the
+loop's state (:class:`LoopState`, saved and restored whole), the task's state (its position in the
+epoch and what it carries between batches), the optimiser and every RNG state.
+
+The loop knows nothing of the data: a batch goes to ``task.loss``, scores come from
+``task.evaluate`` (:class:`treelm.tasks.base.Task`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
 from treelm.config import dump_config
-from treelm.data.batching import BPTTSchedule, batchify
-from treelm.data.corpus import Corpus, load_corpus
-from treelm.data.vocab import Vocab
-from treelm.errors import ConfigError
-from treelm.models import build_model
-from treelm.train import distributed as D
-from treelm.train.checkpoint import (
-    atomic_write_text,
+from treelm.rundir.checkpoint import (
     load_trainer_state,
     load_weights,
     model_signature,
     save_checkpoint,
 )
-from treelm.train.lm_task import detach_states, evaluate_lm, iterate, lm_loss, metric
-from treelm.train.optim import Averager, make_optimizer
-
-SCHEDULES = ("constant", "plateau", "linear_time")
+from treelm.rundir.files import MetricsLog, RunFiles, atomic_write_text
+from treelm.tasks.base import Evaluation
+from treelm.train import distributed as D
+from treelm.train.builders import (
+    build_optimizer,
+    build_task,
+    build_task_model,
+    count_parameters,
+    pick_device,
+    train_sections,
+)
 
 
 @dataclass
-class TrainConfig:
-    """The ``train:`` section; every field has the default shown in ``configs/``."""
+class LoopState:
+    """Everything of the loop that a resume restores (the task keeps its own position)."""
 
-    optimizer: str = "adam"          # sgd | ntasgd | adam
-    lr: float = 2e-3
-    weight_decay: float = 0.0
-    clip: float = 0.25               # max global gradient norm; 0 = off
-    alpha: float = 0.0               # activation regularisation (AR)
-    beta: float = 0.0                # temporal activation regularisation (TAR)
-    bptt: int = 70
-    variable_bptt: bool = True
-    batch_size: int = 20
-    eval_batch_size: int = 10
-    test_batch_size: int = 1
-    epochs: int = 1
-    nonmono: int = 5                 # NT-ASGD patience, in evaluations
-    lr_schedule: str = "constant"    # constant | plateau | linear_time
-    lr_decay: float = 0.5            # plateau: multiply lr by this after `patience` bad evals
-    patience: int = 1
-    min_lr_frac: float = 0.0         # linear_time: final lr as a fraction of lr
-    max_minutes: float | None = None     # wall-time budget (training + evaluation)
-    eval_every_minutes: float | None = None  # extra validations inside an epoch (a curve)
-    save_every_minutes: float = 5.0
-    save_every_batches: int | None = None
-    log_interval: int = 200          # batches between log lines when not on a terminal
-    threads: int | None = None       # torch.set_num_threads; None = leave as is
-    flush_denormal: bool = True      # CPU: tiny gradients as denormals slow training down 2×
-    device: str = "auto"             # auto | cpu | cuda
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> TrainConfig:
-        d = dict(d or {})
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ConfigError(f"unknown train options {unknown}; known: {sorted(names)}")
-        tc = cls(**d)
-        if tc.lr_schedule not in SCHEDULES:
-            raise ConfigError(f"unknown lr_schedule {tc.lr_schedule!r}; choose one of {SCHEDULES}")
-        if tc.lr_schedule == "linear_time" and not tc.max_minutes:
-            raise ConfigError("lr_schedule linear_time needs train.max_minutes")
-        return tc
+    epoch: int = 1
+    step: int = 0
+    elapsed: float = 0.0                 # seconds of training and evaluation
+    tokens: int = 0                      # units seen by all processes
+    base_lr: float = 0.0                 # lr before schedules (plateau decays it)
+    best: float = math.inf               # best primary score, signed so that lower is better
+    best_scores: dict[str, float] = field(default_factory=dict)
+    val_history: list[float] = field(default_factory=list)   # signed primaries (NT-ASGD)
+    bad_evals: int = 0
+    epoch_loss: float = 0.0              # sums of loss × units this epoch / progress window
+    epoch_units: int = 0
+    win_loss: float = 0.0
+    win_units: int = 0
+    last_eval: float = 0.0               # elapsed time of the last validation
+    metrics_bytes: int = 0               # length of metrics.jsonl at this state
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
+def upgrade_state(s: dict[str, Any]) -> dict[str, Any]:
+    """Trainer states written before the Task seam (flat LM fields) in today's layout."""
+    if "loop" in s:
+        return s
+    loop = LoopState(
+        epoch=s["epoch"], step=s["step"], elapsed=s["elapsed"], tokens=s["tokens_seen"],
+        base_lr=s["base_lr"], best=s["best_val"], val_history=list(s["val_history"]),
+        bad_evals=s["bad_evals"], epoch_loss=s["epoch_loss"], epoch_units=s["epoch_tokens"],
+        win_loss=s["win_loss"], win_units=s["win_tok"],
+        last_eval=s.get("last_eval", s["elapsed"]), metrics_bytes=s["metrics_bytes"])
+    if math.isfinite(loop.best):
+        loop.best_scores = {"loss": loop.best}
+    tasks = [{"row": s["row"], "states": st, "bptt_rng": s["bptt_rng"]} for st in s["states"]]
+    return {"loop": dataclasses.asdict(loop), "task": tasks, "optimizer": s["optimizer"],
+            "averager": s["averager"], "torch_rng": s["torch_rng"], "world": s["world"]}
 
 
 class Trainer:
-    def __init__(self, cfg: dict[str, Any], run: Path, resume: bool = False,
+    def __init__(self, cfg: dict[str, Any], files: RunFiles, resume: bool = False,
                  quiet: bool = False) -> None:
-        self.cfg = cfg
-        self.run = run
-        self.tc = TrainConfig.from_dict(cfg.get("train"))
+        self.cfg, self.files = cfg, files
+        self.tc, task_cls, options = train_sections(cfg)
         if self.tc.threads:
             torch.set_num_threads(self.tc.threads)
         torch.set_flush_denormal(self.tc.flush_denormal)
@@ -112,99 +96,58 @@ class Trainer:
         if self.device.type == "cuda" and self.dist.enabled:
             self.device = torch.device("cuda", self.dist.local_rank)
         self.quiet = quiet or not self.dist.main
-        seed = int(cfg.get("seed", 0))
-        torch.manual_seed(seed)
-        vocab = Vocab.load(run / "vocab.json") if resume else None
-        self.corpus: Corpus = load_corpus(cfg.get("data", {}), vocab)
-        self.level = self.corpus.vocab.level
-        self.model = build_model(cfg.get("model", {}), len(self.corpus.vocab)).to(self.device)
+        torch.manual_seed(int(cfg.get("seed", 0)))
+        self.task = build_task(cfg, task_cls, options, self.device, self.dist.rank,
+                               self.dist.world, files if resume else None)
+        self.model = build_task_model(cfg, self.task).to(self.device)
         self.signature = model_signature(cfg)
         self.net: nn.Module = self.model
         if self.dist.enabled:
             self.net = nn.parallel.DistributedDataParallel(self.model)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = make_optimizer(self.tc.optimizer, params, self.tc.lr,
-                                        self.tc.weight_decay)
-        self.averager = Averager(params, self.tc.nonmono)
-        self.schedule = BPTTSchedule(self.tc.bptt, self.tc.variable_bptt, seed)
-        train = D.shard(self.corpus.train, self.dist)
-        self.train_data = batchify(train, self.tc.batch_size).to(self.device)
-        # loop state (everything a resume restores)
-        self.epoch, self.row, self.step = 1, 0, 0
-        self.states: list | None = None
-        self.val_history: list[float] = []
-        self.best_val = math.inf
-        self.base_lr = self.tc.lr
-        self.bad_evals = 0
-        self.elapsed = 0.0
-        self.tokens_seen = 0
-        self.epoch_loss, self.epoch_tokens = 0.0, 0
-        self.win_loss, self.win_tok = 0.0, 0     # since the last progress line
-        self.last_eval = 0.0                     # elapsed time of the last validation
-        self.metrics_bytes = 0
+        self.optimizer, self.averager = build_optimizer(self.tc, self.model)
+        self.s = LoopState(base_lr=self.tc.lr)
+        self.metrics = MetricsLog(files)
         if resume:
             self._restore()
         elif self.dist.main:
-            run.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(run / "config.yaml", dump_config(cfg))
-            atomic_write_text(run / "vocab.json", self.corpus.vocab.to_json())
-            (run / "metrics.jsonl").write_text("")
+            files.path.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(files.config, dump_config(cfg))
+            self.task.save(files)
+            self.metrics.start()
 
     # ---------------------------------------------------------------- state
-    def _state(self) -> dict[str, Any]:
-        states = D.gather_objects(detach_states(self.states), self.dist)
-        return {
-            "epoch": self.epoch, "row": self.row, "step": self.step,
-            "states": states, "optimizer": self.optimizer.state_dict(),
-            "averager": self.averager.state_dict(), "val_history": self.val_history,
-            "best_val": self.best_val, "base_lr": self.base_lr, "bad_evals": self.bad_evals,
-            "elapsed": self.elapsed, "tokens_seen": self.tokens_seen,
-            "epoch_loss": self.epoch_loss, "epoch_tokens": self.epoch_tokens,
-            "win_loss": self.win_loss, "win_tok": self.win_tok, "last_eval": self.last_eval,
-            "metrics_bytes": self.metrics_bytes,
-            "torch_rng": torch.get_rng_state(), "bptt_rng": self.schedule.rng.getstate(),
-            "world": self.dist.world,
-        }
-
-    def _restore(self) -> None:
-        load_weights(self.run, self.model, "last", self.signature)
-        s = load_trainer_state(self.run)
-        self.epoch, self.row, self.step = s["epoch"], s["row"], s["step"]
-        states = s["states"]
-        if len(states) == self.dist.world and states[self.dist.rank] is not None:
-            self.states = [tuple(t.to(self.device) for t in st) for st in states[self.dist.rank]]
-        self.optimizer.load_state_dict(s["optimizer"])
-        self.averager.load_state_dict(s["averager"])
-        self.val_history, self.best_val = s["val_history"], s["best_val"]
-        self.base_lr, self.bad_evals = s["base_lr"], s["bad_evals"]
-        self.elapsed, self.tokens_seen = s["elapsed"], s["tokens_seen"]
-        self.epoch_loss, self.epoch_tokens = s["epoch_loss"], s["epoch_tokens"]
-        self.win_loss, self.win_tok = s["win_loss"], s["win_tok"]
-        self.last_eval = s.get("last_eval", self.elapsed)
-        torch.set_rng_state(s["torch_rng"])
-        self.schedule.rng.setstate(s["bptt_rng"])
-        self.metrics_bytes = s["metrics_bytes"]
-        if self.dist.main:  # forget what was logged after the checkpoint
-            with open(self.run / "metrics.jsonl", "r+b") as f:
-                f.truncate(self.metrics_bytes)
-
     def save(self, best: bool = False) -> None:
-        state = self._state()  # collective: every rank takes part
+        self.s.metrics_bytes = self.metrics.nbytes
+        state = {"loop": dataclasses.asdict(self.s),
+                 "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
+                 "optimizer": self.optimizer.state_dict(),
+                 "averager": self.averager.state_dict(),
+                 "torch_rng": torch.get_rng_state(), "world": self.dist.world}
         if self.dist.main:
-            save_checkpoint(self.run, self.model, state, self.signature, best,
+            save_checkpoint(self.files.path, self.model, state, self.signature, best,
                             self.averager if self.averager.active else None)
         D.barrier(self.dist)
 
-    # ---------------------------------------------------------------- logging
-    def log(self, event: str, **fields: Any) -> None:
-        if not self.dist.main:
-            return
-        rec = {"event": event, "epoch": self.epoch, "step": self.step,
-               "elapsed": round(self.elapsed, 2), "tokens": self.tokens_seen, **fields}
-        line = (json.dumps(rec) + "\n").encode()
-        with open(self.run / "metrics.jsonl", "ab") as f:
-            f.write(line)
-        self.metrics_bytes += len(line)
+    def _restore(self) -> None:
+        load_weights(self.files.path, self.model, "last", self.signature)
+        s = upgrade_state(load_trainer_state(self.files.path))
+        self.s = LoopState(**s["loop"])
+        tasks = s["task"]
+        same = len(tasks) == self.dist.world
+        self.task.load_state_dict(tasks[self.dist.rank if same else 0], same)
+        self.optimizer.load_state_dict(s["optimizer"])
+        self.averager.load_state_dict(s["averager"])
+        torch.set_rng_state(s["torch_rng"])
+        self.metrics.nbytes = self.s.metrics_bytes
+        if self.dist.main:  # forget what was logged after the checkpoint
+            self.metrics.truncate(self.s.metrics_bytes)
+
+    # ---------------------------------------------------------------- output
+    def event(self, event: str, **fields: Any) -> None:
+        if self.dist.main:
+            self.metrics.append({"event": event, "epoch": self.s.epoch, "step": self.s.step,
+                                 "elapsed": round(self.s.elapsed, 2), "tokens": self.s.tokens,
+                                 **fields})
 
     def say(self, msg: str) -> None:
         if not self.quiet:
@@ -213,163 +156,161 @@ class Trainer:
     # ---------------------------------------------------------------- loop
     def lr_now(self) -> float:
         if self.tc.lr_schedule == "linear_time":
-            frac = min(1.0, self.elapsed / (60.0 * self.tc.max_minutes))
-            return self.base_lr * (1.0 - (1.0 - self.tc.min_lr_frac) * frac)
-        return self.base_lr
+            frac = min(1.0, self.s.elapsed / (60.0 * self.tc.max_minutes))
+            return self.s.base_lr * (1.0 - (1.0 - self.tc.min_lr_frac) * frac)
+        return self.s.base_lr
 
-    def validate(self) -> float:
+    def validate(self) -> Evaluation:
         self.averager.swap()
-        loss = evaluate_lm(self.model, self.corpus.valid, self.tc.eval_batch_size, self.tc.bptt)
+        ev = self.task.evaluate(self.model, "valid")
         self.averager.swap()
-        return loss
+        return ev
 
     def out_of_time(self) -> bool:
-        return bool(self.tc.max_minutes) and self.elapsed >= 60.0 * self.tc.max_minutes
+        return bool(self.tc.max_minutes) and self.s.elapsed >= 60.0 * self.tc.max_minutes
+
+    def _improved(self, ev: Evaluation) -> bool:
+        if ev.badness < self.s.best:
+            self.s.best, self.s.best_scores = ev.badness, dict(ev.scores)
+            return True
+        return False
 
     def train(self) -> dict[str, Any]:
-        tc = self.tc
+        tc, s = self.tc, self.s
         self.say(f"treelm: {self.signature.get('cell', '')} {self.signature.get('type')} with "
-                 f"{count_parameters(self.model):,} parameters, {len(self.corpus.vocab):,} "
-                 f"{self.level} types, {self.corpus.train.numel():,} training tokens"
+                 f"{count_parameters(self.model):,} parameters, {self.task.describe()}"
                  + (f", {self.dist.world} processes" if self.dist.enabled else ""))
         self.net.train()
         stop = False
-        while self.epoch <= tc.epochs and not stop:
+        while s.epoch <= tc.epochs and not stop:
             stop = self._epoch()
             if stop:
                 break
-            vloss = self.validate()
-            self.last_eval = self.elapsed
-            self.val_history.append(vloss)
-            name, value = metric(vloss, self.level)
-            improved = vloss < self.best_val
-            if improved:
-                self.best_val = vloss
-                self.bad_evals = 0
-            else:
-                self.bad_evals += 1
-            if tc.lr_schedule == "plateau" and self.bad_evals >= tc.patience:
-                self.base_lr *= tc.lr_decay
-                self.bad_evals = 0
-            if tc.optimizer == "ntasgd" and self.averager.maybe_trigger(self.val_history):
+            ev = self.validate()
+            s.last_eval = s.elapsed
+            s.val_history.append(ev.badness)
+            improved = self._improved(ev)
+            s.bad_evals = 0 if improved else s.bad_evals + 1
+            if tc.lr_schedule == "plateau" and s.bad_evals >= tc.patience:
+                s.base_lr *= tc.lr_decay
+                s.bad_evals = 0
+            if tc.optimizer == "ntasgd" and self.averager.maybe_trigger(s.val_history):
                 self.say("treelm: switching to averaged SGD (NT-ASGD)")
-                self.log("asgd_start")
-            tr_loss = self.epoch_loss / max(1, self.epoch_tokens)
-            tname, tvalue = metric(tr_loss, self.level)
-            self.log("valid", loss=vloss, **{name: value}, train_loss=tr_loss, lr=self.lr_now(),
-                     epoch_end=True)
-            self.say(f"| epoch {self.epoch:3d} | {self.elapsed / 60:6.1f} min | train {tname} "
-                     f"{tvalue:8.2f} | valid loss {vloss:.4f} | valid {name} {value:8.2f}"
-                     + (" | best" if improved else ""))
-            self.epoch += 1
-            self.row = 0
-            self.states = None
-            self.epoch_loss, self.epoch_tokens = 0.0, 0
+                self.event("asgd_start")
+            tr_loss = s.epoch_loss / max(1, s.epoch_units)
+            self.event("valid", **ev.scores, train_loss=tr_loss, lr=self.lr_now(),
+                       epoch_end=True)
+            train_txt = " | ".join(f"train {k} {v:8.2f}"
+                                   for k, v in self.task.train_scores(tr_loss).items())
+            self.say(f"| epoch {s.epoch:3d} | {s.elapsed / 60:6.1f} min | {train_txt} | "
+                     f"{_scores(ev, 'valid')}" + (" | best" if improved else ""))
+            s.epoch += 1
+            self.task.new_epoch()
+            s.epoch_loss, s.epoch_units = 0.0, 0
             self.save(best=improved)
         if stop:  # budget ran out inside an epoch: one last validation of where we are
-            vloss = self.validate()
-            improved = vloss < self.best_val
-            self.best_val = min(self.best_val, vloss)
-            name, value = metric(vloss, self.level)
-            self.log("valid", loss=vloss, **{name: value}, budget_end=True)
-            self.say(f"| budget of {tc.max_minutes} min reached | valid {name} {value:8.2f}")
+            ev = self.validate()
+            improved = self._improved(ev)
+            self.event("valid", **ev.scores, budget_end=True)
+            self.say(f"| budget of {tc.max_minutes} min reached | {_scores(ev, 'valid')}")
             self.save(best=improved)
-        name, value = metric(self.best_val, self.level)
-        summary = {"best_valid_loss": self.best_val, f"best_valid_{name}": value,
-                   "elapsed": self.elapsed, "tokens": self.tokens_seen, "epochs": self.epoch - 1}
+        summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
+                   "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1}
         if self.dist.enabled:
             # every rank's weights, hashed: DDP must have kept them identical
             h = hashlib.sha256()
             for p in self.model.parameters():
                 h.update(p.detach().cpu().numpy().tobytes())
             summary["rank_digests"] = D.gather_objects(h.hexdigest(), self.dist)
-        self.log("done", **summary)
+        self.event("done", **summary)
         D.teardown(self.dist)
         return summary
 
     def _epoch(self) -> bool:
         """One (rest of an) epoch; returns True when the time budget ran out."""
-        tc = self.tc
-        n_rows = self.train_data.size(0)
+        tc, s, world = self.tc, self.s, self.dist.world
         bar = None
         if not self.quiet:
             from tqdm import tqdm
 
-            bar = tqdm(total=n_rows, initial=self.row, unit="tok", unit_scale=tc.batch_size
-                       * self.dist.world, desc=f"epoch {self.epoch}", leave=False,
-                       dynamic_ncols=True, disable=None, file=sys.stderr)
+            done, total = self.task.progress()
+            bar = tqdm(total=total, initial=done, unit="tok", unit_scale=world,
+                       desc=f"epoch {s.epoch}", leave=False, dynamic_ncols=True, disable=None,
+                       file=sys.stderr)
         t_last = time.perf_counter()
-        t_save = self.elapsed
-        win_t0, win_tok_timed = time.perf_counter(), 0
-        for batch in iterate(self.train_data, self.schedule, self.row):
+        t_save = s.elapsed
+        win_t0, win_units_timed = time.perf_counter(), 0
+        for batch in self.task.batches():
             lr = self.lr_now() * batch.lr_scale
             for g in self.optimizer.param_groups:
                 g["lr"] = lr
             self.optimizer.zero_grad(set_to_none=True)
-            loss, ce, states = lm_loss(self.net, batch, self.states, tc.alpha, tc.beta)
-            loss.backward()
+            out = self.task.loss(self.net, batch)
+            out.loss.backward()
             if tc.clip:
                 nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip)
             self.optimizer.step()
             self.averager.update()
-            self.states = detach_states(states)
-            ntok = batch.targets.numel() * self.dist.world
-            self.step += 1
-            self.row = batch.row + batch.inputs.size(0)
-            self.tokens_seen += ntok
-            self.epoch_loss += ce.item() * ntok
-            self.epoch_tokens += ntok
-            self.win_loss += ce.item() * ntok
-            self.win_tok += ntok
-            win_tok_timed += ntok
+            units = batch.size * world
+            value = out.value.item()
+            s.step += 1
+            s.tokens += units
+            s.epoch_loss += value * units
+            s.epoch_units += units
+            s.win_loss += value * units
+            s.win_units += units
+            win_units_timed += units
             now = time.perf_counter()
-            self.elapsed += now - t_last
+            s.elapsed += now - t_last
             t_last = now
             if bar is not None:
-                bar.update(batch.inputs.size(0))
-            if self.step % tc.log_interval == 0 or self.row >= n_rows - 2:
-                wl = self.win_loss / self.win_tok
-                name, value = metric(wl, self.level)
-                tok_s = win_tok_timed / max(1e-9, now - win_t0)
-                self.log("train", loss=wl, **{name: value}, tok_s=tok_s, lr=lr)
+                bar.update(batch.size)
+            if s.step % tc.log_interval == 0 or batch.last:
+                wl = s.win_loss / s.win_units
+                scores = self.task.train_scores(wl)
+                tok_s = win_units_timed / max(1e-9, now - win_t0)
+                self.event("train", loss=wl, **scores, tok_s=tok_s, lr=lr)
+                txt = " | ".join(f"{k} {v:8.2f}" for k, v in scores.items())
                 if bar is not None and not bar.disable:
-                    bar.set_postfix_str(f"loss {wl:.3f} {name} {value:.2f} {tok_s:,.0f} tok/s",
-                                        refresh=False)
+                    bar.set_postfix_str(f"loss {wl:.3f} {txt.replace(' | ', ' ')} "
+                                        f"{tok_s:,.0f} tok/s", refresh=False)
                 else:  # no terminal (logs, CI): a plain line instead of the bar
-                    self.say(f"  epoch {self.epoch} {100 * self.row / n_rows:5.1f}% | "
-                             f"loss {wl:.3f} | {name} {value:8.2f} | {tok_s:7,.0f} tok/s "
-                             f"| {self.elapsed / 60:5.1f} min")
-                self.win_loss, self.win_tok = 0.0, 0
-                win_t0, win_tok_timed = now, 0
-            if tc.eval_every_minutes and (self.elapsed - self.last_eval
-                                          >= 60 * tc.eval_every_minutes):
-                vloss = self.validate()
-                name, value = metric(vloss, self.level)
-                self.log("valid", loss=vloss, **{name: value})
-                self.say(f"  valid {name} {value:8.2f} at {self.elapsed / 60:5.1f} min")
-                self.last_eval = self.elapsed
-                self.elapsed += time.perf_counter() - t_last
+                    done, total = self.task.progress()
+                    self.say(f"  epoch {s.epoch} {100 * done / total:5.1f}% | loss {wl:.3f} | "
+                             f"{txt} | {tok_s:7,.0f} tok/s | {s.elapsed / 60:5.1f} min")
+                s.win_loss, s.win_units = 0.0, 0
+                win_t0, win_units_timed = now, 0
+            if tc.eval_every_minutes and s.elapsed - s.last_eval >= 60 * tc.eval_every_minutes:
+                ev = self.validate()
+                self.event("valid", **ev.scores)
+                self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
+                s.last_eval = s.elapsed
+                s.elapsed += time.perf_counter() - t_last
                 t_last = time.perf_counter()
             if D.any_rank(self.out_of_time(), self.dist):
                 if bar is not None:
                     bar.close()
                 return True
-            due = (tc.save_every_batches and self.step % tc.save_every_batches == 0) or (
-                tc.save_every_minutes and self.elapsed - t_save >= 60 * tc.save_every_minutes)
-            if D.any_rank(bool(due), self.dist) and self.row < n_rows - 2:
+            due = (tc.save_every_batches and s.step % tc.save_every_batches == 0) or (
+                tc.save_every_minutes and s.elapsed - t_save >= 60 * tc.save_every_minutes)
+            if D.any_rank(bool(due), self.dist) and not batch.last:
                 self.save()
-                t_save = self.elapsed
-                self.elapsed += time.perf_counter() - t_last
+                t_save = s.elapsed
+                s.elapsed += time.perf_counter() - t_last
                 t_last = time.perf_counter()
         if bar is not None:
             bar.close()
         return False
 
 
-def train(cfg: dict[str, Any], run: Path, quiet: bool = False) -> dict[str, Any]:
-    return Trainer(cfg, run, resume=False, quiet=quiet).train()
+def _scores(ev: Evaluation, split: str) -> str:
+    return " | ".join(f"{split} {k} {v:.4f}" if k == "loss" else f"{split} {k} {v:8.2f}"
+                      for k, v in ev.scores.items())
 
 
-def resume(run: Path, cfg: dict[str, Any], quiet: bool = False) -> dict[str, Any]:
-    return Trainer(cfg, run, resume=True, quiet=quiet).train()
+def train(cfg: dict[str, Any], run: Any, quiet: bool = False) -> dict[str, Any]:
+    return Trainer(cfg, RunFiles(run), resume=False, quiet=quiet).train()
 
+
+def resume(run: Any, cfg: dict[str, Any], quiet: bool = False) -> dict[str, Any]:
+    return Trainer(cfg, RunFiles(run), resume=True, quiet=quiet).train()

@@ -1,17 +1,9 @@
-"""Run directories and crash-safe checkpoints.
-
-Layout of a run directory::
-
-    RUN/config.yaml          resolved config (after overrides)
-    RUN/vocab.json           the vocabulary
-    RUN/metrics.jsonl        one JSON object per event (train progress, valid, test)
-    RUN/checkpoint.json      {"format", "model", "last": "ckpt/N", "best": "ckpt/M"}
-    RUN/ckpt/N/model.safetensors   weights (safetensors: no pickle)
-    RUN/ckpt/N/trainer.pt          optimiser, RNG and loop state, read with weights_only=True
+"""Crash-safe checkpoints of a run directory (layout and file names: :mod:`treelm.rundir`).
 
 A save writes a new ``ckpt/N`` completely (each file via a temporary name, fsync, ``os.replace``),
 then atomically replaces ``checkpoint.json`` to point at it, then removes directories no longer
 pointed at. A kill at any moment therefore leaves ``checkpoint.json`` naming complete checkpoints.
+Weights are safetensors; the trainer state is read with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -24,26 +16,13 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, save_model
 from torch import nn
 
 from treelm.errors import CheckpointError
+from treelm.rundir.files import AVERAGED, CKPT, POINTER, TRAINER, WEIGHTS, atomic_write_text
 
 FORMAT = 1
-POINTER = "checkpoint.json"
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -95,7 +74,7 @@ def save_checkpoint(
     With an active NT-ASGD ``averager`` the averaged weights go to ``averaged.safetensors`` too:
     evaluation uses them, a resume the live ones.
     """
-    ckdir = run / "ckpt"
+    ckdir = run / CKPT
     ckdir.mkdir(exist_ok=True)
     try:
         ptr = read_pointer(run)
@@ -104,27 +83,27 @@ def save_checkpoint(
     n = 1 + max([int(d.name) for d in ckdir.iterdir() if d.name.isdigit()], default=0)
     new = ckdir / f"{n:06d}"
     new.mkdir()
-    _save_weights(model, new / "model.safetensors")
+    _save_weights(model, new / WEIGHTS)
     if averager is not None:
         averager.swap()
         try:
-            _save_weights(model, new / "averaged.safetensors")
+            _save_weights(model, new / AVERAGED)
         finally:
             averager.swap()
-    tmp = new / ".trainer.pt.tmp"
+    tmp = new / f".{TRAINER}.tmp"
     torch.save(trainer_state, tmp)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
-    os.replace(tmp, new / "trainer.pt")
+    os.replace(tmp, new / TRAINER)
     _fsync_dir(new)
-    ptr["last"] = f"ckpt/{new.name}"
+    ptr["last"] = f"{CKPT}/{new.name}"
     if best or "best" not in ptr:
         ptr["best"] = ptr["last"]
     atomic_write_text(run / POINTER, json.dumps(ptr, indent=1))
     _fsync_dir(run)
     keep = {ptr["last"], ptr["best"]}
     for d in ckdir.iterdir():
-        if f"ckpt/{d.name}" not in keep:
+        if f"{CKPT}/{d.name}" not in keep:
             shutil.rmtree(d, ignore_errors=True)
 
 
@@ -136,18 +115,20 @@ def load_weights(run: Path, model: nn.Module, which: str = "best",
             f"{run}: holds a {ptr.get('model', {}).get('type')!r} model, "
             f"not a {signature.get('type')!r} model"
         )
-    path = run / ptr[which] / "model.safetensors"
-    if which == "best" and (path.parent / "averaged.safetensors").exists():
-        path = path.parent / "averaged.safetensors"   # NT-ASGD: evaluate the averaged iterate
+    path = run / ptr[which] / WEIGHTS
+    if which == "best" and (path.parent / AVERAGED).exists():
+        path = path.parent / AVERAGED   # NT-ASGD: evaluate the averaged iterate
     if not path.exists():
         raise CheckpointError(f"{path}: missing (the run directory is incomplete)")
     try:
-        missing, unexpected = load_model(model, str(path), strict=False)
+        tensors = load_file(str(path))
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path}: corrupted weights file ({e})") from None
     except RuntimeError as e:  # shape mismatch: the weights are for another architecture
         raise CheckpointError(f"{path}: weights do not fit this model "
                               f"({str(e).splitlines()[-1].strip()})") from None
+    missing = _untied_missing(model, missing)
     if missing or unexpected:
         raise CheckpointError(
             f"{path}: weights are from another model (missing {sorted(missing)[:3]}, "
@@ -155,9 +136,20 @@ def load_weights(run: Path, model: nn.Module, which: str = "best",
         )
 
 
+def _untied_missing(model: nn.Module, missing: list[str]) -> list[str]:
+    """Drop from ``missing`` the names of tied tensors (safetensors stores a shared tensor once)
+    whose storage was loaded under another name."""
+    groups: dict[int, list[str]] = {}
+    for name, t in model.state_dict(keep_vars=True).items():
+        groups.setdefault(t.data_ptr(), []).append(name)
+    gone = set(missing)
+    return [m for names in groups.values() for m in names
+            if m in gone and all(n in gone for n in names)]
+
+
 def load_trainer_state(run: Path) -> dict[str, Any]:
     ptr = read_pointer(run)
-    path = run / ptr["last"] / "trainer.pt"
+    path = run / ptr["last"] / TRAINER
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:

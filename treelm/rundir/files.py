@@ -1,0 +1,150 @@
+"""The names of a run directory's files and the metrics log (layout in :mod:`treelm.rundir`).
+
+Every module that reads or writes a run goes through :class:`RunFiles`, so a file name is spelled
+once. Writes are atomic (temporary name, fsync, ``os.replace``): a kill at any moment leaves either
+the old or the new file, never half of one. ``metrics.jsonl`` is appended one JSON line per event;
+its byte length goes into every checkpoint so that a resume can drop what was logged after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from treelm.errors import CheckpointError
+from treelm.text.tokenizers import Tokenizer, tokenizer_from_spec
+from treelm.text.vocab import Vocab
+
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
+POINTER = "checkpoint.json"
+CKPT = "ckpt"
+WEIGHTS = "model.safetensors"
+AVERAGED = "averaged.safetensors"
+TRAINER = "trainer.pt"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _role(name: str, role: str) -> str:
+    return f"{role}.{name}" if role else name
+
+
+class RunFiles:
+    """The files of the run directory ``path`` (which need not exist yet)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    # ------------------------------------------------------------------ names
+    @property
+    def config(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def pointer(self) -> Path:
+        return self.path / POINTER
+
+    @property
+    def ckpt(self) -> Path:
+        return self.path / CKPT
+
+    def vocab_path(self, role: str = "") -> Path:
+        return self.path / _role("vocab.json", role)
+
+    def tokenizer_path(self, role: str = "") -> Path:
+        return self.path / _role("tokenizer.json", role)
+
+    def tokenizer_model_path(self, role: str = "") -> Path:
+        return self.path / _role("tokenizer.model", role)
+
+    # ------------------------------------------------------------------ symbol tables
+    def write_vocab(self, vocab: Vocab, role: str = "") -> None:
+        atomic_write_text(self.vocab_path(role), vocab.to_json())
+
+    def read_vocab(self, role: str = "") -> Vocab:
+        p = self.vocab_path(role)
+        try:
+            return Vocab.load(p)
+        except (OSError, ValueError, KeyError) as e:
+            raise CheckpointError(f"{p}: missing or corrupted ({e})") from None
+
+    def write_tokenizer(self, tok: Tokenizer, role: str = "") -> None:
+        model = tok.model_bytes()
+        if model is not None:
+            atomic_write_bytes(self.tokenizer_model_path(role), model)
+        atomic_write_text(self.tokenizer_path(role), json.dumps(tok.spec()))
+
+    def read_tokenizer(self, role: str = "", legacy_kind: str | None = None) -> Tokenizer:
+        """The saved tokenizer; runs written before tokenizers were saved name ``legacy_kind``
+        (their vocabulary's level) instead."""
+        p = self.tokenizer_path(role)
+        if not p.exists():
+            if legacy_kind is None:
+                raise CheckpointError(f"{p}: missing (the run directory is incomplete)")
+            return tokenizer_from_spec({"kind": legacy_kind})
+        try:
+            spec = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"{p}: corrupted ({e})") from None
+        mp = self.tokenizer_model_path(role)
+        return tokenizer_from_spec(spec, mp.read_bytes() if mp.exists() else None)
+
+    def legacy_level(self) -> str | None:
+        """The ``level`` stored in ``vocab.json`` by runs older than the text layer."""
+        try:
+            return json.loads(self.vocab_path().read_text(encoding="utf-8")).get("level")
+        except (OSError, ValueError):
+            return None
+
+
+class MetricsLog:
+    """Appends events to ``metrics.jsonl`` and knows its length in bytes."""
+
+    def __init__(self, files: RunFiles, nbytes: int = 0) -> None:
+        self.path = files.metrics
+        self.nbytes = nbytes
+
+    def start(self) -> None:
+        self.path.write_text("")
+        self.nbytes = 0
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = (json.dumps(record) + "\n").encode()
+        with open(self.path, "ab") as f:
+            f.write(line)
+        self.nbytes += len(line)
+
+    def truncate(self, nbytes: int) -> None:
+        """Forget what was logged after a checkpoint (at ``nbytes``)."""
+        with open(self.path, "r+b") as f:
+            f.truncate(nbytes)
+        self.nbytes = nbytes
+
+
+def read_metrics(run: str | Path | RunFiles, event: str | None = None) -> list[dict[str, Any]]:
+    """The events of a run's ``metrics.jsonl`` (only those named ``event`` if given)."""
+    files = run if isinstance(run, RunFiles) else RunFiles(run)
+    try:
+        lines = files.metrics.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise CheckpointError(f"{files.metrics}: cannot read ({e.strerror})") from None
+    records = [json.loads(ln) for ln in lines if ln.strip()]
+    return [r for r in records if event is None or r.get("event") == event]

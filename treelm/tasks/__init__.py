@@ -1,0 +1,37 @@
+"""Tasks: what a kind of work owns (data, symbol tables, batches, loss, evaluation); the contract
+is :class:`treelm.tasks.base.Task`. A config names its task with the top-level key ``task``
+(default ``lm``); a new task is a module here and a row in :data:`TASKS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from treelm.config import parse_section
+from treelm.errors import ConfigError
+from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.tasks.lm import LMTask
+
+TASKS: dict[str, type[Task]] = {"lm": LMTask}
+
+__all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "Task", "TaskOptions", "task_class",
+           "task_options"]
+
+
+def task_class(cfg: dict[str, Any]) -> type[Task]:
+    name = cfg.get("task", "lm")
+    if name not in TASKS:
+        raise ConfigError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def task_options(cls: type[Task], cfg: dict[str, Any],
+                 others: tuple[str, ...] | None = None) -> TaskOptions:
+    """The task's keys of the ``train:`` section. ``others``: the keys that belong to the loop
+    (any other key is an error); ``None`` ignores the rest (a saved, already checked config)."""
+    train = dict(cfg.get("train") or {})
+    if others is None:
+        names = {f for f in cls.Options.__dataclass_fields__}
+        train = {k: v for k, v in train.items() if k in names}
+        others = ()
+    return parse_section(cls.Options, train, "train", others)

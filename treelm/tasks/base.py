@@ -1,0 +1,153 @@
+"""The Task seam: everything a kind of work owns, so that one training loop serves them all.
+
+A task (language modelling, translation, tagging, pair classification) owns
+
+* its **data** and **symbol tables**: it reads the config's ``data:`` section, builds tokenizers
+  and vocabularies for a new run (``create``) and saves them into the run directory (``save``),
+  or reads them back for inference and resumes (``open``, which reads no corpus);
+* **batching with a resumable position**: ``batches()`` yields the rest of the current epoch from
+  where it stopped; ``state_dict()`` holds that position and whatever is carried from batch to
+  batch (the LM's hidden states), so a checkpoint taken between two steps resumes exactly;
+* the **loss** of one batch (regularisers included) and the plain loss that is logged;
+* **evaluation**: named scores with one primary score and its direction;
+* the sizes the model needs (``model_dims``) and its own options of the ``train:`` section
+  (``Options``: batch sizes, sequence lengths, loss weights).
+
+The trainer (:mod:`treelm.train.trainer`) sees only this interface, so a new task is a module in
+this package and a row in :data:`treelm.tasks.TASKS`, with no change to the loop.
+
+Shapes are the task's business; the loop only moves a :class:`Batch` to the model and back. One
+convention keeps progress figures comparable: ``Batch.size`` counts the task's *units* (tokens for
+language models and translation targets, examples for classification), and the loss returned by
+``loss`` is a mean per unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from treelm.rundir.files import RunFiles
+
+
+@dataclass
+class Batch:
+    """One training batch: the task's own ``data`` (any tensors) and what the loop needs."""
+
+    data: Any
+    size: int                  # units in the batch on this process (tokens, examples)
+    lr_scale: float = 1.0      # multiplies the learning rate for this step (variable BPTT)
+    last: bool = False         # the last batch of the epoch
+
+
+@dataclass
+class LossOut:
+    loss: Tensor               # what is minimised (scalar)
+    value: Tensor              # the plain loss per unit that is logged (scalar, no regularisers)
+
+
+@dataclass
+class Evaluation:
+    """Named scores of one evaluation; ``primary`` selects the best checkpoint."""
+
+    scores: dict[str, float]   # e.g. {"loss": 4.51, "ppl": 90.9}
+    primary: str               # key of ``scores``
+    higher_is_better: bool = False
+    size: int = 0              # units evaluated
+    unit: str = "tokens"
+
+    @property
+    def badness(self) -> float:
+        """The primary score signed so that lower is better (for min-tracking and patience)."""
+        v = self.scores[self.primary]
+        return -v if self.higher_is_better else v
+
+
+@dataclass
+class TaskOptions:
+    """The task's own keys of the ``train:`` section (subclasses add fields with defaults)."""
+
+
+class Task:
+    """Base class of tasks; subclasses implement every method that raises here."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type[TaskOptions]] = TaskOptions
+
+    def __init__(self, cfg: dict[str, Any], options: TaskOptions) -> None:
+        self.cfg = cfg
+        self.options = options
+        self.device = torch.device("cpu")
+
+    # -------------------------------------------------------------- construction
+    @classmethod
+    def create(cls, cfg: dict[str, Any], options: TaskOptions, device: torch.device,
+               rank: int = 0, world: int = 1) -> Task:
+        """A new run: read the training data, build the symbol tables. ``rank``/``world``: this
+        process's share of the training data under DDP."""
+        raise NotImplementedError
+
+    @classmethod
+    def open(cls, cfg: dict[str, Any], options: TaskOptions, files: RunFiles,
+             device: torch.device, rank: int = 0, world: int = 1,
+             with_data: bool = False) -> Task:
+        """A saved run: its symbol tables from ``files``; the training data too with
+        ``with_data`` (a resume); evaluation data is read when first needed."""
+        raise NotImplementedError
+
+    def save(self, files: RunFiles) -> None:
+        """Write the symbol tables into a new run directory."""
+        raise NotImplementedError
+
+    def model_dims(self) -> dict[str, Any]:
+        """Keyword arguments the model builder needs, e.g. ``{"vocab_size": 10000}``."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One line on the data, for the start of training."""
+        return self.name
+
+    # -------------------------------------------------------------- training
+    def batches(self) -> Iterator[Batch]:
+        """The rest of the current epoch's batches, advancing the position as they are taken."""
+        raise NotImplementedError
+
+    def progress(self) -> tuple[int, int]:
+        """(units done, units in the epoch) on this process."""
+        raise NotImplementedError
+
+    def new_epoch(self) -> None:
+        """Reset the position (and anything carried) for the next epoch."""
+        raise NotImplementedError
+
+    def loss(self, model: nn.Module, batch: Batch) -> LossOut:
+        raise NotImplementedError
+
+    def train_scores(self, loss: float) -> dict[str, float]:
+        """Scores of a mean training loss for progress lines (e.g. perplexity)."""
+        return {}
+
+    def evaluate(self, model: nn.Module, split: str = "valid",
+                 batch_size: int | None = None) -> Evaluation:
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- checkpoint state
+    def state_dict(self) -> dict[str, Any]:
+        """The position and carried state (tensors, numbers, lists; ``weights_only`` safe)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any], same_shards: bool = True) -> None:
+        """Restore ``state_dict()``; ``same_shards`` is false when the number of processes
+        changed, so that per-process carried state no longer applies."""
+
+
+@dataclass
+class TaskSpec:
+    """What a config names: the task class and its parsed options."""
+
+    cls: type[Task]
+    options: TaskOptions = field(default_factory=TaskOptions)

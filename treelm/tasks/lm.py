@@ -1,0 +1,200 @@
+"""Language modelling: next-symbol prediction over one long token stream (truncated BPTT).
+
+Batches (Zaremba et al. 2014; Merity et al. 2018): the training stream (N,) is cut into ``B``
+columns, (N // B, B), so column ``b`` continues across batches and the hidden state is *carried*
+from one batch to the next (detached). Each batch takes ``seq_len`` rows, drawn by AWD-LSTM's
+variable BPTT (:class:`~treelm.data.batching.BPTTSchedule`), and scales the learning rate by
+``seq_len / bptt`` so that every token weighs the same. Under DDP each process reads its own
+contiguous 1/N of the stream (same length for all), with the same length schedule.
+
+Loss per batch (Merity et al. 2018, Sec. 4.6):
+
+    L = CE(logits, targets) + α · mean(h_dropped²) + β · mean((h_t − h_{t−1})²)
+
+with AR on the last layer's dropped output and TAR on its raw output. Evaluation carries the
+hidden state through the whole split (batch ``eval_batch_size``, or ``test_batch_size`` on test)
+and reports the mean loss per token in nats with perplexity ``exp(loss)``, or bits per character
+``loss / ln 2`` for a character tokenizer. The position in the epoch, the carried states and the
+length schedule's RNG are the task's checkpoint state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from treelm.cells import State
+from treelm.data.batching import BPTTSchedule, batchify, get_batch
+from treelm.data.corpus import Corpus, load_corpus
+from treelm.rundir.files import RunFiles
+from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.text.tokenizers import Tokenizer
+from treelm.text.vocab import Vocab
+
+
+@dataclass
+class LMOptions(TaskOptions):
+    bptt: int = 70                   # truncated BPTT length (the mean with variable_bptt)
+    variable_bptt: bool = True       # AWD-LSTM's random lengths, lr scaled by seq_len / bptt
+    batch_size: int = 20             # columns of the training stream
+    eval_batch_size: int = 10        # columns when validating
+    test_batch_size: int = 1         # columns for `treelm eval --split test`
+    alpha: float = 0.0               # activation regularisation (AR)
+    beta: float = 0.0                # temporal activation regularisation (TAR)
+
+
+def detach_states(states: list[State] | None) -> list[State] | None:
+    if states is None:
+        return None
+    return [tuple(s.detach() for s in st) for st in states]
+
+
+def metric(loss: float, level: str) -> tuple[str, float]:
+    """('ppl', exp(loss)) for words and pieces, ('bpc', loss / ln 2) for characters."""
+    if level == "char":
+        return "bpc", loss / math.log(2)
+    return "ppl", math.exp(min(loss, 50.0))
+
+
+def shard(data: Tensor, rank: int, world: int) -> Tensor:
+    """This process's contiguous part of a token stream (all parts the same length)."""
+    n = data.size(0) // world
+    return data[rank * n : (rank + 1) * n]
+
+
+@torch.no_grad()
+def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int) -> float:
+    """Mean cross-entropy per token (nats) over the whole stream ``data`` (N,)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    source = batchify(data, batch_size).to(device)
+    states = None
+    total, count = 0.0, 0
+    for i in range(0, source.size(0) - 1, bptt):
+        x, y = get_batch(source, i, bptt)
+        out = model(x, states)
+        states = out.states
+        total += F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1),
+                                 reduction="sum").item()
+        count += y.numel()
+    model.train(was_training)
+    return total / count
+
+
+class LMTask(Task):
+    name = "lm"
+    Options = LMOptions
+    options: LMOptions
+
+    def __init__(self, cfg: dict[str, Any], options: LMOptions, tokenizer: Tokenizer,
+                 vocab: Vocab, device: torch.device, corpus: Corpus | None = None,
+                 rank: int = 0, world: int = 1) -> None:
+        super().__init__(cfg, options)
+        self.tokenizer, self.vocab, self.device = tokenizer, vocab, device
+        self._corpus = corpus
+        self.schedule = BPTTSchedule(options.bptt, options.variable_bptt, int(cfg.get("seed", 0)))
+        self.row = 0                                 # next row of the batched training stream
+        self.states: list[State] | None = None       # carried from batch to batch
+        self.train_data: Tensor | None = None
+        if corpus is not None:
+            self.train_data = batchify(shard(corpus.train, rank, world),
+                                       options.batch_size).to(device)
+
+    @classmethod
+    def create(cls, cfg: dict[str, Any], options: LMOptions, device: torch.device,
+               rank: int = 0, world: int = 1) -> LMTask:
+        corpus = load_corpus(cfg.get("data", {}))
+        return cls(cfg, options, corpus.tokenizer, corpus.vocab, device, corpus, rank, world)
+
+    @classmethod
+    def open(cls, cfg: dict[str, Any], options: LMOptions, files: RunFiles,
+             device: torch.device, rank: int = 0, world: int = 1,
+             with_data: bool = False) -> LMTask:
+        tokenizer = files.read_tokenizer(legacy_kind=files.legacy_level())
+        vocab = files.read_vocab()
+        corpus = load_corpus(cfg.get("data", {}), tokenizer, vocab) if with_data else None
+        return cls(cfg, options, tokenizer, vocab, device, corpus, rank, world)
+
+    def save(self, files: RunFiles) -> None:
+        files.write_tokenizer(self.tokenizer)
+        files.write_vocab(self.vocab)
+
+    @property
+    def corpus(self) -> Corpus:
+        if self._corpus is None:
+            self._corpus = load_corpus(self.cfg.get("data", {}), self.tokenizer, self.vocab)
+        return self._corpus
+
+    @property
+    def level(self) -> str:
+        return self.tokenizer.level
+
+    def model_dims(self) -> dict[str, Any]:
+        return {"vocab_size": len(self.vocab)}
+
+    def describe(self) -> str:
+        return (f"{len(self.vocab):,} {self.level} types, {self.corpus.train.numel():,} "
+                "training tokens")
+
+    # -------------------------------------------------------------- training
+    def batches(self) -> Iterator[Batch]:
+        assert self.train_data is not None, "the task was opened without its training data"
+        n = self.train_data.size(0)
+        while self.row < n - 2:
+            x, y = get_batch(self.train_data, self.row, self.schedule.next_len())
+            self.row += x.size(0)
+            yield Batch((x, y), y.numel(), x.size(0) / self.schedule.bptt, self.row >= n - 2)
+
+    def progress(self) -> tuple[int, int]:
+        assert self.train_data is not None
+        rows, cols = self.train_data.shape
+        return self.row * cols, rows * cols
+
+    def new_epoch(self) -> None:
+        self.row, self.states = 0, None
+
+    def loss(self, model: nn.Module, batch: Batch) -> LossOut:
+        x, y = batch.data
+        out = model(x, self.states)
+        ce = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1))
+        loss = ce
+        if self.options.alpha:
+            loss = loss + self.options.alpha * out.dropped.pow(2).mean()
+        if self.options.beta:
+            raw = out.raw[-1]
+            loss = loss + self.options.beta * (raw[1:] - raw[:-1]).pow(2).mean()
+        self.states = detach_states(out.states)
+        return LossOut(loss, ce)
+
+    def train_scores(self, loss: float) -> dict[str, float]:
+        name, value = metric(loss, self.level)
+        return {name: value}
+
+    def evaluate(self, model: nn.Module, split: str = "valid",
+                 batch_size: int | None = None) -> Evaluation:
+        data = getattr(self.corpus, split)
+        if batch_size is None:
+            batch_size = (self.options.test_batch_size if split == "test"
+                          else self.options.eval_batch_size)
+        loss = evaluate_stream(model, data, batch_size, self.options.bptt)
+        return Evaluation({"loss": loss, **self.train_scores(loss)}, "loss", size=data.numel())
+
+    # -------------------------------------------------------------- checkpoint state
+    def state_dict(self) -> dict[str, Any]:
+        return {"row": self.row, "states": detach_states(self.states),
+                "bptt_rng": self.schedule.rng.getstate()}
+
+    def load_state_dict(self, state: dict[str, Any], same_shards: bool = True) -> None:
+        self.row = state["row"]
+        self.schedule.rng.setstate(state["bptt_rng"])
+        states = state.get("states")
+        self.states = None
+        if same_shards and states is not None:
+            self.states = [tuple(t.to(self.device) for t in st) for st in states]

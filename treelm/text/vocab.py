@@ -1,0 +1,125 @@
+"""Vocabulary: symbols ↔ ids, with configurable special symbols.
+
+The specials come first, in the order given: a language model uses ``("<eos>", "<unk>")`` (ids 0
+and 1, as every treelm run so far), a translation model ``("<pad>", "<bos>", "<eos>", "<unk>")``,
+a label vocabulary none at all. The body follows in frequency order, ties alphabetical, so the same
+corpus always gives the same ids.
+
+Unknown-symbol policy (``unk``), the one rule every verb follows: ``"map"`` reads a symbol outside
+the vocabulary as ``<unk>``; ``"error"`` raises :class:`UnknownSymbolError`, a one-line
+:class:`~treelm.errors.TreelmError` naming the symbol. A vocabulary without ``<unk>`` (labels)
+always refuses unknown symbols.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from treelm.errors import TreelmError
+
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+LM_SPECIALS = (EOS, UNK)
+UNK_POLICIES = ("map", "error")
+
+
+class UnknownSymbolError(TreelmError):
+    """A symbol is not in the vocabulary and the policy (or a vocabulary without ``<unk>``) does
+    not allow reading it as ``<unk>``."""
+
+
+def check_unk_policy(unk: str) -> None:
+    if unk not in UNK_POLICIES:
+        raise TreelmError(f"unknown token policy {unk!r}; choose one of {', '.join(UNK_POLICIES)}")
+
+
+class Vocab:
+    def __init__(self, itos: Sequence[str], specials: Sequence[str] = LM_SPECIALS) -> None:
+        self.itos = list(itos)
+        self.specials = tuple(specials)
+        if self.itos[: len(self.specials)] != list(self.specials):
+            raise ValueError(f"the vocabulary must start with its specials {self.specials}")
+        self.stoi = {s: i for i, s in enumerate(self.itos)}
+        if len(self.stoi) != len(self.itos):
+            raise ValueError("vocabulary has duplicate symbols")
+
+    @classmethod
+    def build(cls, streams: Iterable[Iterable[str]], specials: Sequence[str] = LM_SPECIALS,
+              min_count: int = 1) -> Vocab:
+        counts: Counter[str] = Counter()
+        for s in streams:
+            counts.update(s)
+        for special in specials:
+            counts.pop(special, None)
+        body = sorted((w for w, c in counts.items() if c >= min_count),
+                      key=lambda w: (-counts[w], w))
+        return cls([*specials, *body], specials)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def __contains__(self, symbol: str) -> bool:
+        return symbol in self.stoi
+
+    def _special(self, name: str) -> int:
+        i = self.stoi.get(name)
+        if i is None or name not in self.specials:
+            raise UnknownSymbolError(f"this vocabulary has no {name} symbol "
+                                     f"(specials: {', '.join(self.specials) or 'none'})")
+        return i
+
+    @property
+    def pad(self) -> int:
+        return self._special(PAD)
+
+    @property
+    def bos(self) -> int:
+        return self._special(BOS)
+
+    @property
+    def eos(self) -> int:
+        return self._special(EOS)
+
+    @property
+    def unk(self) -> int:
+        return self._special(UNK)
+
+    def unknown(self, symbols: Iterable[str]) -> list[int]:
+        """Positions of the symbols outside the vocabulary."""
+        return [i for i, s in enumerate(symbols) if s not in self.stoi]
+
+    def encode(self, symbols: Iterable[str], unk: str = "map", what: str = "symbol") -> list[int]:
+        """Ids of ``symbols``; an unknown one follows ``unk`` (see the module docstring).
+        ``what`` names the symbols in the error ("word", "prompt symbol", "label")."""
+        check_unk_policy(unk)
+        has_unk = UNK in self.specials
+        out = []
+        for s in symbols:
+            i = self.stoi.get(s)
+            if i is None:
+                if unk == "error" or not has_unk:
+                    hint = "; use --unk map to read it as <unk>" if has_unk else ""
+                    raise UnknownSymbolError(
+                        f"{what} {s!r} is not in the vocabulary ({len(self)} symbols){hint}")
+                i = self.stoi[UNK]
+            out.append(i)
+        return out
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        return [self.itos[i] for i in ids]
+
+    def to_json(self) -> str:
+        return json.dumps({"specials": list(self.specials), "itos": self.itos},
+                          ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Vocab:
+        d = json.loads(text)
+        # runs written before the text layer stored {"level", "itos"} with <eos>, <unk> first
+        return cls(d["itos"], d.get("specials", LM_SPECIALS))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))

@@ -1,0 +1,57 @@
+"""Build what the training loop runs from a config: the task, the model, the optimiser.
+
+Kept apart from the loop (:mod:`treelm.train.trainer`) so that the loop sees only built objects,
+and so that tests and benchmarks can build the same things without training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch import nn
+
+from treelm.models import build_model
+from treelm.rundir.files import RunFiles
+from treelm.tasks import Task, TaskOptions, task_class, task_options
+from treelm.train.config import TrainConfig
+from treelm.train.optim import Averager, make_optimizer
+
+
+def train_sections(cfg: dict[str, Any]) -> tuple[TrainConfig, type[Task], TaskOptions]:
+    """The ``train:`` section split between the loop and the task; an unknown key is an error."""
+    cls = task_class(cfg)
+    loop_keys = tuple(f.name for f in dataclasses.fields(TrainConfig))
+    task_keys = tuple(f.name for f in dataclasses.fields(cls.Options))
+    tc = TrainConfig.from_dict(cfg.get("train"), others=task_keys)
+    return tc, cls, task_options(cls, cfg, others=loop_keys)
+
+
+def build_task(cfg: dict[str, Any], cls: type[Task], options: TaskOptions,
+               device: torch.device, rank: int = 0, world: int = 1,
+               files: RunFiles | None = None) -> Task:
+    """A new task from the data (``files`` None) or a saved run's, with its training data."""
+    if files is None:
+        return cls.create(cfg, options, device, rank, world)
+    return cls.open(cfg, options, files, device, rank, world, with_data=True)
+
+
+def build_task_model(cfg: dict[str, Any], task: Task) -> nn.Module:
+    return build_model(cfg.get("model", {}), **task.model_dims())
+
+
+def build_optimizer(tc: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Averager]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    return make_optimizer(tc.optimizer, params, tc.lr, tc.weight_decay), Averager(params,
+                                                                                  tc.nonmono)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

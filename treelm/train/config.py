@@ -1,0 +1,46 @@
+"""The loop's part of the ``train:`` section (the task's own keys, such as batch sizes and
+``bptt``, are its ``Options``: :mod:`treelm.tasks`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from treelm.config import parse_section
+from treelm.errors import ConfigError
+
+SCHEDULES = ("constant", "plateau", "linear_time")
+
+
+@dataclass
+class TrainConfig:
+    """The loop's keys of ``train:``; every field has the default shown in ``configs/``."""
+
+    optimizer: str = "adam"          # sgd | ntasgd | adam
+    lr: float = 2e-3
+    weight_decay: float = 0.0
+    clip: float = 0.25               # max global gradient norm; 0 = off
+    epochs: int = 1
+    nonmono: int = 5                 # NT-ASGD patience, in evaluations
+    lr_schedule: str = "constant"    # constant | plateau | linear_time
+    lr_decay: float = 0.5            # plateau: multiply lr by this after `patience` bad evals
+    patience: int = 1
+    min_lr_frac: float = 0.0         # linear_time: final lr as a fraction of lr
+    max_minutes: float | None = None     # wall-time budget (training + evaluation)
+    eval_every_minutes: float | None = None  # extra validations inside an epoch (a curve)
+    save_every_minutes: float = 5.0
+    save_every_batches: int | None = None
+    log_interval: int = 200          # batches between log lines when not on a terminal
+    threads: int | None = None       # torch.set_num_threads; None = leave as is
+    flush_denormal: bool = True      # CPU: tiny gradients as denormals slow training down 2×
+    device: str = "auto"             # auto | cpu | cuda
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None, others: tuple[str, ...] = ()) -> TrainConfig:
+        """``others``: keys of the section that belong to the task."""
+        tc = parse_section(cls, d, "train", others)
+        if tc.lr_schedule not in SCHEDULES:
+            raise ConfigError(f"unknown lr_schedule {tc.lr_schedule!r}; choose one of {SCHEDULES}")
+        if tc.lr_schedule == "linear_time" and not tc.max_minutes:
+            raise ConfigError("lr_schedule linear_time needs train.max_minutes")
+        return tc
