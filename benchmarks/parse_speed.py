@@ -78,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import torch
+    from treelm.data.vocab import Vocab
 
     from treelm.data.treebank import load_treebank
-    from treelm.data.vocab import Vocab
     from treelm.syntax.levels import onlstm_layers, sentence_levels
     from treelm.syntax.metrics import evaluate
     from treelm.syntax.trees import build_tree
