@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 
-
-def read_metrics(run: Path) -> list[dict]:
-    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l]
+from treelm.rundir.files import read_metrics  # noqa: E402
 
 
 def summarize(run: Path, minutes: float) -> dict:
@@ -61,11 +60,21 @@ def main() -> None:
                     help="only collect the figures of runs already in --runs (e.g. after a "
                     "run was killed and finished with `treelm train --resume`)")
     ap.add_argument("--note", help="a remark stored with each config's entry")
+    ap.add_argument("--checkout", metavar="DIR",
+                    help="train with the treelm of another checkout (e.g. a `git worktree` of an "
+                    "earlier commit, to compare speed and curves across a change); its commit "
+                    "is recorded and appended to the entry's name")
+    ap.add_argument("--name-suffix", default="", help="appended to each entry's name")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args()
     results = {}
+    env, commit = dict(os.environ), _commit(Path.cwd())
+    if args.checkout:
+        env["PYTHONPATH"] = str(Path(args.checkout).resolve())
+        commit = _commit(Path(args.checkout))
+    suffix = args.name_suffix + (f"@{commit[:7]}" if args.checkout else "")
     for cfg in args.configs:
-        name = Path(cfg).stem
+        name = Path(cfg).stem + suffix
         run = Path(args.runs) / name
         every = args.eval_every or max(0.5, args.minutes / 12)
         cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", cfg, "--out", str(run),
@@ -73,12 +82,13 @@ def main() -> None:
                f"train.threads={args.threads}", "train.epochs=100000", *args.overrides]
         if not args.no_train:
             print("+", " ".join(cmd), file=sys.stderr, flush=True)
-            subprocess.run(cmd, check=True)
+            subprocess.run(cmd, check=True, env=env)
         res = summarize(run, args.minutes)
         res["config"] = cfg
         res["run_dir"] = str(run)
         res["parameters"] = _parameters(run)
         res["train_command"] = " ".join(["python -m treelm.cli", *cmd[3:]])
+        res["commit"] = commit
         if args.note:
             res["note"] = args.note
         if args.test:
@@ -88,6 +98,12 @@ def main() -> None:
             res["test"] = json.loads(out.strip().splitlines()[-1])
         results[name] = res
     write_result("lm_budget", {"configs": results}, merge_key="configs")
+
+
+def _commit(where: Path) -> str:
+    out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
+                         text=True)
+    return out.stdout.strip() or "unknown"
 
 
 def _parameters(run: Path) -> int:

@@ -15,7 +15,6 @@ depends on how fast each run happens to go, by design.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import subprocess
 import sys
@@ -25,17 +24,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 
+from treelm.rundir.files import read_metrics  # noqa: E402
+
 TREELM = [sys.executable, "-m", "treelm.cli"]
 
 
 def curve(run: Path) -> list[tuple]:
-    ms = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l]
-    return [(m["event"], m["step"], m.get("loss")) for m in ms if m["event"] != "done"]
+    return [(m["event"], m["step"], m.get("loss")) for m in read_metrics(run)
+            if m["event"] != "done"]
 
 
 def final(run: Path) -> dict:
-    ms = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l]
-    return next(m for m in reversed(ms) if m["event"] == "done")
+    return read_metrics(run, "done")[-1]
 
 
 def main() -> None:

@@ -1,10 +1,11 @@
 """``treelm train`` under torchrun: 2 CPU processes (gloo) end with identical weights."""
 
-import json
 import os
 import socket
 import subprocess
 import sys
+
+from treelm.rundir.files import read_metrics
 
 
 def _free_port() -> int:
@@ -22,7 +23,7 @@ def test_two_process_ddp_keeps_ranks_identical(tmp_path, root):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    done = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()][-1]
+    done = read_metrics(run, "done")[-1]
     assert done["event"] == "done"
     digests = done["rank_digests"]
     assert len(digests) == 2 and digests[0] == digests[1]

@@ -15,13 +15,14 @@ from treelm.cli import main
 from treelm.errors import CheckpointError
 from treelm.run import load_run
 from treelm.rundir.checkpoint import read_pointer
+from treelm.rundir.files import RunFiles, read_metrics
 from treelm.train.optim import Averager
 
 CFG = "configs/tiny-lm.yaml"
 
 
 def _metrics(run: Path) -> list[dict]:
-    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    return read_metrics(run)
 
 
 def _train(run: Path, *overrides: str) -> None:
@@ -95,7 +96,7 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root):
     # wait until a mid-epoch checkpoint of epoch 2 exists, then kill without warning
     while time.time() < deadline:
         time.sleep(0.05)
-        m = run / "metrics.jsonl"
+        m = RunFiles(run).metrics       # read as text: the last line may be half written
         lines = m.read_text().splitlines() if m.exists() else []
         if any('"epoch": 2' in l and '"train"' in l for l in lines):
             break
@@ -151,3 +152,28 @@ def test_config_errors(tmp_path, root, capsys):
     assert main(["train", "--config", CFG, "--out", str(tmp_path / "x"),
                  "data.file=/no/such.txt"]) == 2
     assert "/no/such.txt: no such file" in capsys.readouterr().err
+
+
+def test_runs_of_the_previous_layout_load_and_resume_exactly(tmp_path, root, capsys):
+    """A run written by commit 4562731 (before the Task seam: ``decoder.*`` weights, a
+    vocabulary with a level, a flat trainer state) evaluates, generates and resumes to the same
+    curve as a run of today's code."""
+    os.chdir(root)
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(root / "tests/data/run-4562731", old)
+    assert main(["eval", str(old)]) == 0
+    ev = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ev["loss"] == pytest.approx(min(m["loss"] for m in _metrics(old)
+                                           if m["event"] == "valid"), abs=1e-4)
+    assert main(["generate", str(old), "--prompt", "the company", "--length", "5"]) == 0
+    assert capsys.readouterr().out.startswith("the company")
+    assert main(["train", "--resume", str(old), "--quiet", "train.epochs=2"]) == 0
+    new = tmp_path / "new"
+    _train(new, "train.epochs=2")
+    def curve(r: Path) -> list[tuple]:
+        return [(m["event"], m["step"], round(m.get("loss", m.get("best_valid_loss")), 6))
+                for m in _metrics(r)]
+
+    assert curve(old) == curve(new)
