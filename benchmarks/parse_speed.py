@@ -78,12 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import torch
-    from treelm.data.vocab import Vocab
 
     from treelm.data.treebank import load_treebank
     from treelm.syntax.levels import onlstm_layers, sentence_levels
     from treelm.syntax.metrics import evaluate
     from treelm.syntax.trees import build_tree
+    from treelm.text import Vocab
 
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the CLI does: trained gates produce denormals

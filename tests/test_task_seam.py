@@ -23,8 +23,8 @@ from torch import nn
 from treelm.cli import main
 from treelm.models import MODELS
 from treelm.nn.stack import RNNStack
-from treelm.rundir.files import read_metrics
 from treelm.run import load_run
+from treelm.rundir.files import read_metrics
 from treelm.tasks import TASKS
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 
