@@ -6,8 +6,9 @@ The naive side shares no code with ``treelm.syntax`` / ``treelm.data.treebank``:
   preprocessed with a small recursive function (word-tag filter, lower-case, digit runs ->
   ``N``, empty nodes dropped, unary chains collapsed);
 * baseline brackets come from closed formulas -- right-branching ``{(i, n): 1 <= i <= n-2}``,
-  left-branching ``{(0, j): 2 <= j <= n-1}`` -- or small recursive builders (balanced,
-  random from the same ``numpy.random.default_rng(seed).random(n)`` draws per sentence);
+  left-branching ``{(0, j): 2 <= j <= n-1}`` -- or small recursive builders (balanced: halves
+  with the odd word on the right, as in the ON-LSTM paper; balanced_left: on the left; random
+  from the same ``numpy.random.default_rng(seed).random(n)`` draws per sentence);
 * the gold bracket sets of both sides are compared sentence by sentence;
 * sentence F1 uses the reference formula with its ``1e-8`` epsilons (PRPN / ON-LSTM
   ``test_phrase_grammar.py``), corpus F1 sums matches over the corpus.
@@ -38,6 +39,7 @@ WORDS = set(
     "TO UH VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB".split()
 )
 TOLERANCE = 1e-6
+DETERMINISTIC = ("left_branching", "right_branching", "balanced", "balanced_left")
 
 
 # --------------------------------------------------------------------------- naive side
@@ -90,11 +92,14 @@ def spans_of(t, start=0) -> set:
     return out
 
 
-def naive_balanced(lo, hi) -> set:
+def naive_balanced(lo, hi, extra_right=True) -> set:
+    """Halve [lo, hi) recursively; an odd word goes to the right half (or the left)."""
     if hi - lo < 2:
         return set()
-    mid = lo + (hi - lo + 1) // 2
-    return {(lo, hi)} | naive_balanced(lo, mid) | naive_balanced(mid, hi)
+    half = (hi - lo) // 2 if extra_right else (hi - lo + 1) // 2
+    mid = lo + half
+    return ({(lo, hi)} | naive_balanced(lo, mid, extra_right)
+            | naive_balanced(mid, hi, extra_right))
 
 
 def naive_random(levels, lo, hi) -> set:
@@ -141,6 +146,7 @@ def naive_all(treebank: str, max_len: int | None, seeds: list[int]) -> tuple[dic
         "left_branching": lambda n: {(0, j) for j in range(2, n)},
         "right_branching": lambda n: {(i, n) for i in range(1, n - 1)},
         "balanced": lambda n: naive_balanced(0, n) - {(0, n)},
+        "balanced_left": lambda n: naive_balanced(0, n, extra_right=False) - {(0, n)},
     }
     for name, make in formulas.items():
         out[name] = naive_scores((make(n), gold) for n, gold in sents)
@@ -164,9 +170,9 @@ def treelm_all(treebank: str, max_len: int | None, seeds: list[int]) -> tuple[di
     from treelm.syntax.metrics import brackets
 
     golds = load_treebank(treebank, max_len=max_len)
-    res = evaluate_baselines(golds, seeds=seeds)
+    res = evaluate_baselines(golds, seeds=seeds, names=[*DETERMINISTIC, "random"])
     out: dict = {"n_sentences": len(golds)}
-    for name in ("left_branching", "right_branching", "balanced"):
+    for name in DETERMINISTIC:
         out[name] = {k: res[name][k] for k in ("sentence_f1", "corpus_f1")}
         out[name]["label_recall"] = res[name]["label_recall"]
     out["random"] = {k: res["random"][k]["mean"] for k in ("sentence_f1", "corpus_f1")}
@@ -186,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     gold_mismatches = sum(a != b for a, b in zip(naive_golds, our_golds))
     gold_mismatches += abs(len(naive_golds) - len(our_golds))
     diffs = {}
-    for name in ("left_branching", "right_branching", "balanced", "random"):
+    for name in (*DETERMINISTIC, "random"):
         for key in ("sentence_f1", "corpus_f1"):
             diffs[f"{name}.{key}"] = abs(naive[name][key] - ours[name][key])
     ok = gold_mismatches == 0 and max(diffs.values()) <= TOLERANCE

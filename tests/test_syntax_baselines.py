@@ -6,11 +6,13 @@ import pytest
 from treelm.data.treebank import GoldTree
 from treelm.syntax.baselines import (
     balanced,
+    balanced_left,
     evaluate_baselines,
     left_branching,
     random_tree,
     right_branching,
 )
+from treelm.syntax.metrics import evaluate
 from treelm.syntax.trees import tree_leaves, tree_spans
 
 
@@ -18,9 +20,17 @@ def test_shapes():
     words = list("abcde")
     assert left_branching(words) == [[[["a", "b"], "c"], "d"], "e"]
     assert right_branching(words) == ["a", ["b", ["c", ["d", "e"]]]]
-    assert balanced(words) == [[["a", "b"], "c"], ["d", "e"]]  # left half gets the extra word
+    # span of m words split at floor(m/2): the right half gets the extra word, at every level
+    assert balanced(words) == [["a", "b"], ["c", ["d", "e"]]]
+    assert balanced(list("abc")) == ["a", ["b", "c"]]
     assert balanced(list("abcd")) == [["a", "b"], ["c", "d"]]
-    for make in (left_branching, right_branching, balanced):
+    # 7 -> 3 + 4; the 3 splits as 1 + 2, the 4 as 2 + 2
+    assert balanced(list("abcdefg")) == [["a", ["b", "c"]], [["d", "e"], ["f", "g"]]]
+    assert tree_spans(balanced(words)) == {(0, 5), (0, 2), (2, 5), (3, 5)}
+    # the mirror construction: the left half gets the extra word
+    assert balanced_left(words) == [[["a", "b"], "c"], ["d", "e"]]
+    assert balanced_left(list("abcdefg")) == [[["a", "b"], ["c", "d"]], [["e", "f"], "g"]]
+    for make in (left_branching, right_branching, balanced, balanced_left):
         assert make(["x"]) == "x"
         with pytest.raises(ValueError):
             make([])
@@ -46,7 +56,7 @@ def test_random_tree_is_seeded_binary_and_uniform_at_the_top():
 
 def test_long_inputs_are_iterative():
     words = list(range(20000))
-    for make in (left_branching, right_branching, balanced):
+    for make in (left_branching, right_branching, balanced, balanced_left):
         assert len(tree_spans(make(words))) == len(words) - 1
 
 
@@ -61,3 +71,30 @@ def test_evaluate_baselines_on_tiny_corpus():
     assert results["right_branching"]["label_recall"] == {"VP": 1.0}
     rand = results["random"]["sentence_f1"]
     assert len(rand["runs"]) == 3 and 0.0 <= rand["mean"] <= 1.0 and rand["std"] >= 0.0
+
+
+def test_evaluate_baselines_names_order_and_random_details():
+    golds = [
+        GoldTree(list("abcde"), [["a", "b"], ["c", ["d", "e"]]],
+                 [("S", 0, 5), ("NP", 0, 2), ("VP", 2, 5), ("NP", 3, 5)]),
+        GoldTree(list("abc"), ["a", ["b", "c"]], [("S", 0, 3), ("VP", 1, 3)]),
+    ]
+    full = evaluate_baselines(golds, seeds=range(3))
+    assert list(full) == ["random", "balanced", "left_branching", "right_branching"]
+    assert full["balanced"]["sentence_f1"] == 1.0        # the gold trees are balanced here
+    some = evaluate_baselines(golds, seeds=range(3), names=["right_branching", "balanced_left"])
+    assert list(some) == ["balanced_left", "right_branching"]
+    assert some["balanced_left"]["sentence_f1"] < 1.0
+    # the random summary carries the per-seed means of label recall and depths
+    runs = []
+    for seed in range(3):
+        gen = np.random.default_rng(seed)
+        runs.append(evaluate([random_tree(g.words, gen) for g in golds], golds))
+    rand = full["random"]
+    assert rand["sentence_f1"]["runs"] == [r["sentence_f1"] for r in runs]
+    assert rand["mean_depth_pred"] == pytest.approx(np.mean([r["mean_depth_pred"] for r in runs]))
+    for label in ("NP", "VP"):
+        assert rand["label_recall"][label] == pytest.approx(
+            np.mean([r["label_recall"].get(label, 0.0) for r in runs]))
+    with pytest.raises(ValueError, match="unknown baseline"):
+        evaluate_baselines(golds, names=["middle"])

@@ -12,10 +12,16 @@ from treelm.cli import main
 from treelm.data.treebank import load_treebank
 from treelm.run import load_run
 from treelm.syntax.baselines import evaluate_baselines, left_branching
-from treelm.syntax.commands import read_bracket_tree
 from treelm.syntax.levels import sentence_levels
 from treelm.syntax.metrics import evaluate
-from treelm.syntax.trees import ascii_tree, build_tree, tree_leaves, tree_to_brackets
+from treelm.syntax.report import format_table, parsing_report
+from treelm.syntax.trees import (
+    ascii_tree,
+    build_tree,
+    read_bracket_tree,
+    tree_leaves,
+    tree_to_brackets,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny.txt"
@@ -166,6 +172,16 @@ def test_eval_parse_json_matches_direct_metrics(run_dir, mrg, capsys):
     assert rep["gold"]["label_counts"]["NP"] == 7
 
 
+def test_eval_parse_prints_the_library_report(run_dir, mrg, capsys):
+    code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg, "--json")
+    assert code == 0
+    report = parsing_report(str(mrg), run=load_run(run_dir), checkpoint="best")
+    assert json.loads(out) == json.loads(json.dumps(report))
+    assert report["run"] == str(run_dir) and list(report["layers"]) == ["1", "2"]
+    code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg)
+    assert out == format_table(report) + "\n"
+
+
 def test_eval_parse_table_max_len_and_layer(run_dir, mrg, capsys):
     code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg, "--max-len", "10",
                         "--layer", "2")
@@ -206,18 +222,14 @@ def test_plot_and_plot_tree_write_png(run_dir, tmp_path, capsys, monkeypatch):
     for name, argv in cases.items():
         assert _run(capsys, "plot-tree", *argv, "-o", tmp_path / name)[0] == 0
         assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
+    for i, options in enumerate([["--scale", "shared", "--gate", "input", "--no-tree"],
+                                 ["--title", "", "--style", "split", "--layer", "1"]]):
+        png = tmp_path / f"levels{i}.png"
+        assert _run(capsys, "plot", run_dir, "the company said", "-o", png, *options)[0] == 0
+        assert png.read_bytes()[:8] == PNG_MAGIC
     monkeypatch.setattr(sys, "stdin", io.StringIO("((a b) c)\n"))
     assert _run(capsys, "plot-tree", "-o", tmp_path / "d.png")[0] == 0
     assert (tmp_path / "d.png").read_bytes()[:8] == PNG_MAGIC
-
-
-def test_read_bracket_tree():
-    assert read_bracket_tree("( (a b) c )") == [["a", "b"], "c"]
-    assert read_bracket_tree("((a) (b c))") == ["a", ["b", "c"]]
-    assert read_bracket_tree("word") == "word"
-    for bad in ("((a b)", "(a b))", "()", "(a) (b)", "  "):
-        with pytest.raises(ValueError):
-            read_bracket_tree(bad)
 
 
 # ----------------------------------------------------------------------------- errors

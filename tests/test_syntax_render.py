@@ -1,8 +1,16 @@
 """Smoke tests for treelm.syntax.render (PNG files are written and well-formed)."""
 
+import numpy as np
 import pytest
 
-from treelm.syntax.render import plot_levels, plot_tree, tree_layout
+from treelm.syntax.levels import SentenceLevels
+from treelm.syntax.render import (
+    plot_levels,
+    plot_sentence_levels,
+    plot_tree,
+    scale_rows,
+    tree_layout,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -31,3 +39,17 @@ def test_plot_levels_checks_shapes(tmp_path):
         plot_levels(["a", "b"], [[0.1, 0.2, 0.3]], None, tmp_path / "x.png")
     with pytest.raises(ValueError):
         plot_levels(["a", "b"], [[0.1, 0.2]], ["a", "b", "c"], tmp_path / "x.png")
+
+
+def test_scale_rows():
+    scaled = scale_rows([[1.0, 3.0, 2.0], [0.5, 0.5, 0.5]])
+    assert scaled.tolist() == [[0.0, 1.0, 0.5], [0.5, 0.5, 0.5]]
+
+
+def test_plot_sentence_levels(tmp_path):
+    df = np.array([[0.1, 0.9, 0.3], [0.2, 0.4, 0.8]], dtype=np.float32)
+    lv = SentenceLevels(["the", "qqq", "sat"], [2, 1, 3], [1], df, 1 - df, (1, 3))
+    for i, kw in enumerate([{}, {"gate": "input", "scale": "shared", "with_tree": False},
+                            {"title": "", "style": "split", "run_name": "a$b"}]):
+        plot_sentence_levels(lv, tmp_path / f"{i}.png", 3, **kw)
+        assert (tmp_path / f"{i}.png").read_bytes()[:8] == PNG_MAGIC

@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 import torch
 
+from treelm.errors import TreelmError
 from treelm.syntax.trees import (
     ascii_tree,
     build_tree,
     leaf_depths,
     mean_leaf_depth,
+    read_bracket_tree,
+    read_json_tree,
     tree_depth,
     tree_leaves,
     tree_spans,
@@ -141,3 +144,24 @@ def test_deep_trees_do_not_recurse():
     assert json.loads(tree_to_json(build_tree([0] * 300, tokens[:300])))[0] == 0
     assert tree_to_json(chain).count("[") == n - 1
     assert len(ascii_tree(build_tree([0] * 1000, tokens[:1000])).splitlines()) == 1000
+
+
+def test_read_bracket_tree():
+    assert read_bracket_tree("( (a b) c )") == [["a", "b"], "c"]
+    assert read_bracket_tree("((a) (b c))") == ["a", ["b", "c"]]
+    assert read_bracket_tree("word") == "word"
+    tree = [["the", "cat"], ["sat", ["on", ["the", "mat"]]]]
+    assert read_bracket_tree(tree_to_brackets(tree)) == tree
+    for bad in ("((a b)", "(a b))", "()", "(a) (b)", "  "):
+        with pytest.raises(ValueError):
+            read_bracket_tree(bad)
+
+
+def test_read_json_tree():
+    tree = [["苹果", "的"], ["颜色", [1, 2.5]]]
+    assert read_json_tree(tree_to_json(tree)) == tree
+    assert read_json_tree('"word"') == "word"
+    for bad, why in (("[[]]", "empty list"), ('[["a", true]]', "not a string or number"),
+                     ('[["a", null]]', "not a string or number"), ("[[a]]", "malformed JSON")):
+        with pytest.raises(TreelmError, match=why):
+            read_json_tree(bad)

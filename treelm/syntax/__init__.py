@@ -1,20 +1,26 @@
 """Model-independent unsupervised-syntax evaluation (ON-LSTM, Shen et al., ICLR 2019).
 
 * :mod:`treelm.syntax.trees` -- ``build_tree`` from per-token levels and nested-list tree
-  helpers (brackets, JSON, spans, depth, ASCII drawing), all iterative;
+  helpers (brackets, JSON, spans, depth, ASCII drawing; reading brackets and JSON back), all
+  iterative;
 * :mod:`treelm.syntax.metrics` -- sentence- and corpus-level unlabeled F1, per-label recall,
   depth, ``evaluate``;
-* :mod:`treelm.syntax.baselines` -- left/right-branching, balanced and random trees;
+* :mod:`treelm.syntax.baselines` -- left/right-branching, balanced and random trees, scored by
+  ``evaluate_baselines``;
+* :mod:`treelm.syntax.report` -- ``parsing_report``, the numbers of the paper's Table 2 for a run
+  and a treebank (what ``eval-parse`` prints, ``format_table``), and ``format_parse``;
 * :mod:`treelm.syntax.render` -- PNG drawings (imported lazily: it needs matplotlib);
 * :mod:`treelm.syntax.levels` -- per-token master-gate levels of a trained ON-LSTM LM, batched
   (imported lazily: it needs torch);
-* :mod:`treelm.syntax.commands` -- the ``parse``, ``eval-parse``, ``plot`` and ``plot-tree`` verbs.
+* :mod:`treelm.syntax.commands` -- the ``parse``, ``eval-parse``, ``plot`` and ``plot-tree`` verbs
+  (arguments and printing only).
 
 Gold trees come from :mod:`treelm.data.treebank`.
 """
 
 from treelm.syntax.baselines import (
     balanced,
+    balanced_left,
     evaluate_baselines,
     left_branching,
     random_tree,
@@ -34,6 +40,8 @@ from treelm.syntax.trees import (
     build_tree,
     leaf_depths,
     mean_leaf_depth,
+    read_bracket_tree,
+    read_json_tree,
     tree_depth,
     tree_leaves,
     tree_spans,
@@ -45,6 +53,7 @@ __all__ = [
     "PRF",
     "ascii_tree",
     "balanced",
+    "balanced_left",
     "brackets",
     "build_tree",
     "corpus_f1",
@@ -55,6 +64,8 @@ __all__ = [
     "left_branching",
     "mean_leaf_depth",
     "random_tree",
+    "read_bracket_tree",
+    "read_json_tree",
     "right_branching",
     "sentence_f1",
     "sentence_prf",

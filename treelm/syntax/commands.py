@@ -11,8 +11,10 @@ Layers are numbered from 1 (the layer after the embedding). The default layer is
 ON-LSTM layer (layer 2 of the paper's 3-layer model, the one the official evaluation reads), or
 the only one of a 1-layer model.
 
-The ``add_*`` functions register the sub-commands on ``treelm``'s argparse sub-parsers; heavy
-modules (torch, matplotlib) are imported only when a command runs.
+The ``add_*`` functions register the sub-commands on ``treelm``'s argparse sub-parsers; each
+``cmd_*`` checks its arguments, calls the library (:mod:`treelm.syntax.report` for what is
+printed, :mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees) and
+prints. Heavy modules (torch, matplotlib) are imported only when a command runs.
 """
 
 from __future__ import annotations
@@ -25,14 +27,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from treelm.errors import TreelmError
+from treelm.syntax.report import TABLE_LABELS
 
 STYLES = ("official", "split")
 FORMATS = ("brackets", "json", "ascii")
 BASELINE_NAMES = {"left": "left_branching", "right": "right_branching",
                   "balanced": "balanced", "random": "random"}
-BASELINE_TITLES = {"random": "random trees", "balanced": "balanced trees",
-                   "left_branching": "left branching", "right_branching": "right branching"}
-DEFAULT_LABELS = "NP,VP,PP,ADJP,SBAR,ADVP"
+DEFAULT_LABELS = ",".join(TABLE_LABELS)
 _CHUNK = 2048   # sentences read (and parsed) at a time from a file or stdin
 
 PARSE_EPILOG = """examples:
@@ -146,10 +147,6 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def _rounded(values: Any) -> list[float]:
-    return [round(float(v), 6) for v in values]
-
-
 def _check_positive(name: str, value: int | None) -> None:
     if value is not None and value < 1:
         raise TreelmError(f"{name} must be >= 1, got {value}")
@@ -180,40 +177,9 @@ def _add_text_options(p: argparse.ArgumentParser) -> None:
 
 
 # ----------------------------------------------------------------------------- parse
-def _format_parse(tokens: list[str], lv: Any, layers: list[int], fmt: str, style: str,
-                  text: str) -> str:
-    from treelm.syntax.trees import ascii_tree, tree_to_brackets, tree_to_json
-
-    if not tokens:
-        if fmt == "json":
-            return json.dumps({"sentence": text, "tokens": [], "unknown": [], "parses": []},
-                              ensure_ascii=False)
-        return ""
-    trees = {k: lv.tree(k, style) for k in layers}
-    if fmt == "json":
-        parses = []
-        for k in layers:
-            row = lv.row(k)
-            parses.append(
-                f'{{"layer": {k}, "tree": {tree_to_json(trees[k])}, '
-                f'"df": {json.dumps(_rounded(lv.df[row]))}, '
-                f'"di": {json.dumps(_rounded(lv.di[row]))}}}'
-            )
-        head = json.dumps({"sentence": text, "tokens": tokens, "unknown": lv.unknown},
-                          ensure_ascii=False)
-        return head[:-1] + ', "parses": [' + ", ".join(parses) + "]}"
-    if fmt == "brackets":
-        if len(layers) == 1:
-            return tree_to_brackets(trees[layers[0]])
-        return "\n".join(f"layer {k}\t{tree_to_brackets(trees[k])}" for k in layers)
-    blocks = [ascii_tree(trees[k]) for k in layers]
-    if len(layers) > 1:
-        blocks = [f"layer {k}:\n{b}" for k, b in zip(layers, blocks)]
-    return "\n".join(blocks) + "\n"
-
-
 def cmd_parse(args: argparse.Namespace) -> int:
     from treelm.syntax.levels import sentence_levels
+    from treelm.syntax.report import format_parse
 
     _check_positive("--batch-size", args.batch_size)
     run, available = _open_run(args)
@@ -230,7 +196,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
             for text, toks, lv in zip(chunk, tokens, levels):
                 for i in lv.unknown:
                     unknown[toks[i]] = unknown.get(toks[i], 0) + 1
-                out.write(_format_parse(toks, lv, layers, args.format, args.style, text) + "\n")
+                out.write(format_parse(toks, lv, layers, args.format, args.style, text) + "\n")
             out.flush()
     except BrokenPipeError:             # e.g. `treelm parse ... | head`: stop quietly
         import os
@@ -275,120 +241,8 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
 
 
 # ----------------------------------------------------------------------------- eval-parse
-def _random_details(golds: Sequence[Any], seeds: Sequence[int]) -> dict[str, Any]:
-    """Mean per-label recall and depths of random trees over ``seeds``.
-
-    Same draws as :func:`treelm.syntax.baselines.evaluate_baselines` (one
-    ``numpy.random.default_rng(seed)`` per run, consumed sentence by sentence).
-    """
-    import numpy as np
-
-    from treelm.syntax.baselines import random_tree
-    from treelm.syntax.metrics import evaluate
-
-    runs = []
-    for seed in seeds:
-        gen = np.random.default_rng(seed)
-        runs.append(evaluate([random_tree(g.words, gen) for g in golds], golds))
-    labels = sorted({k for r in runs for k in r["label_recall"]})
-    return {
-        "label_recall": {k: float(np.mean([r["label_recall"].get(k, 0.0) for r in runs]))
-                         for k in labels},
-        "mean_depth_pred": float(np.mean([r["mean_depth_pred"] for r in runs])),
-        "mean_leaf_depth_pred": float(np.mean([r["mean_leaf_depth_pred"] for r in runs])),
-    }
-
-
-def run_baselines(golds: Sequence[Any], names: Sequence[str], seeds: Sequence[int]
-                  ) -> dict[str, Any]:
-    """The requested baselines (long names), scored by :mod:`treelm.syntax.baselines`."""
-    from treelm.syntax.baselines import BASELINES, evaluate_baselines
-    from treelm.syntax.metrics import evaluate
-
-    out: dict[str, Any] = {}
-    if "random" in names:
-        out["random"] = evaluate_baselines(golds, seeds)["random"]
-        out["random"].update(_random_details(golds, seeds))
-    for name in names:
-        if name != "random":
-            out[name] = evaluate([BASELINES[name](g.words) for g in golds], golds)
-    return {name: out[name] for name in ("random", "balanced", "left_branching",
-                                         "right_branching") if name in out}
-
-
-def evaluate_run(run: Any, golds: Sequence[Any], layers: Sequence[int], style: str,
-                 batch_size: int, unk: str) -> tuple[dict[int, dict[str, Any]], int]:
-    """``({layer: evaluate(...)}, number of out-of-vocabulary words)`` for a run's model."""
-    from treelm.syntax.levels import sentence_levels
-    from treelm.syntax.metrics import evaluate
-    from treelm.syntax.trees import build_tree
-
-    levels = sentence_levels(run.model, run.vocab, [g.words for g in golds], batch_size, unk)
-    results = {}
-    for k in layers:
-        row = levels[0].row(k)
-        trees = [build_tree(lv.df[row], g.words, style) for lv, g in zip(levels, golds)]
-        results[k] = evaluate(trees, golds)
-    return results, sum(len(lv.unknown) for lv in levels)
-
-
-def _pct(x: float) -> str:
-    return f"{100.0 * x:.1f}"
-
-
-def format_table(report: dict[str, Any], labels: Sequence[str]) -> str:
-    """The eval-parse report as a text table in the shape of Table 2 of Shen et al. (2019)."""
-    gold_counts = report.get("gold", {}).get("label_counts", {})
-    labels = [k for k in labels if gold_counts.get(k, 0) > 0]
-    header = ["", "sent F1", "corpus F1", "depth", "height", *labels]
-    rows: list[list[str]] = []
-    for name, res in report["baselines"].items():
-        if name == "random":
-            sf, cf = res["sentence_f1"], res["corpus_f1"]
-            f1s = [f"{_pct(sf['mean'])}±{_pct(sf['std'])}", f"{_pct(cf['mean'])}±{_pct(cf['std'])}"]
-            name = f"random trees ({len(res['seeds'])} seeds)"
-        else:
-            f1s = [_pct(res["sentence_f1"]), _pct(res["corpus_f1"])]
-            name = BASELINE_TITLES[name]
-        rows.append([name, *f1s, f"{res['mean_leaf_depth_pred']:.2f}",
-                     f"{res['mean_depth_pred']:.2f}",
-                     *(_pct(res["label_recall"].get(k, 0.0)) for k in labels)])
-    best = report.get("best_layer")
-    for k, res in report.get("layers", {}).items():
-        mark = " *" if int(k) == best and len(report["layers"]) > 1 else ""
-        rows.append([f"ON-LSTM layer {k}{mark}", _pct(res["sentence_f1"]), _pct(res["corpus_f1"]),
-                     f"{res['mean_leaf_depth_pred']:.2f}", f"{res['mean_depth_pred']:.2f}",
-                     *(_pct(res["label_recall"].get(k2, 0.0)) for k2 in labels)])
-    gold = report["gold"]
-    rows.append(["gold trees", "", "", f"{gold['mean_leaf_depth']:.2f}",
-                 f"{gold['mean_depth']:.2f}", *(str(gold_counts[k]) for k in labels)])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        return "  ".join([first, *(c.rjust(w) for c, w in zip(cells[1:], widths[1:]))]).rstrip()
-
-    limit = f" of <= {report['max_len']} words" if report["max_len"] is not None else ""
-    title = [f"Unsupervised constituency parsing: {report['treebank']}, "
-             f"{report['n_sentences']} sentences{limit}"]
-    if report.get("run"):
-        oov = report["oov_words"] / max(report["n_words"], 1)
-        title.append(f"model: {report['run']} ({report['checkpoint']} checkpoint), tree style "
-                     f"{report['style']}, {_pct(oov)}% of words read as <unk>")
-    rule = "-" * len(line(header))
-    notes = ["F1 (%): unlabeled, without the whole-sentence span; sent = mean over sentences "
-             "(the paper's),",
-             "corpus = micro-averaged. depth: mean word depth (the paper's Depth); height: mean "
-             "tree height;",
-             "label columns: % of gold constituents found (gold row: their number)."]
-    if best is not None and len(report["layers"]) > 1:
-        notes.append("* best layer by sentence F1.")
-    return "\n".join([*title, rule, line(header), rule, *(line(r) for r in rows), rule, *notes])
-
-
 def cmd_eval_parse(args: argparse.Namespace) -> int:
-    from treelm.data.treebank import TreebankError, load_treebank
-    from treelm.syntax.metrics import label_recall, mean_depth
+    from treelm.syntax.report import format_table, parsing_report
 
     _check_positive("--batch-size", args.batch_size)
     _check_positive("--seeds", args.seeds)
@@ -402,43 +256,15 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     if args.run_dir is not None:
         run, available = _open_run(args)
         layers = parse_layer(args.layer or "all", available)
-    try:
-        golds = load_treebank(args.treebank, max_len=args.max_len)
-    except TreebankError as e:
-        raise TreelmError(str(e)) from None
-    if not golds:
-        limit = f" of <= {args.max_len} words" if args.max_len else ""
-        raise TreelmError(f"{args.treebank}: no sentences{limit} to evaluate")
-    if not args.baseline:
-        names = list(BASELINE_NAMES.values())
-    elif "all" in args.baseline:
+    if args.no_baselines:
+        names = []
+    elif not args.baseline or "all" in args.baseline:
         names = list(BASELINE_NAMES.values())
     else:
         names = [BASELINE_NAMES[b] for b in args.baseline]
-    if args.no_baselines:
-        names = []
-    seeds = list(range(args.seeds))
-    depth, leaf_depth = mean_depth(g.tree for g in golds)
-    gold_counts = {k: t for k, (_, t) in label_recall([g.tree for g in golds], golds).items()}
-    report: dict[str, Any] = {
-        "treebank": args.treebank,
-        "max_len": args.max_len,
-        "n_sentences": len(golds),
-        "n_words": sum(len(g.words) for g in golds),
-        "style": args.style,
-        "run": None,
-        "checkpoint": None,
-        "oov_words": 0,
-        "layers": {},
-        "best_layer": None,
-        "baselines": run_baselines(golds, names, seeds),
-        "gold": {"mean_depth": depth, "mean_leaf_depth": leaf_depth, "label_counts": gold_counts},
-    }
-    if run is not None:
-        results, oov = evaluate_run(run, golds, layers, args.style, args.batch_size, args.unk)
-        report.update(run=str(run.path), checkpoint=args.checkpoint, oov_words=oov,
-                      layers={str(k): v for k, v in results.items()},
-                      best_layer=max(results, key=lambda k: results[k]["sentence_f1"]))
+    report = parsing_report(args.treebank, args.max_len, run=run, layers=layers,
+                            checkpoint=args.checkpoint, style=args.style, baselines=names,
+                            seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk)
     if args.json:
         print(json.dumps(report))
     else:
@@ -502,43 +328,13 @@ def _levels_of(args: argparse.Namespace) -> tuple[Any, list[str], int, Any]:
     return run, tokens, layer, lv
 
 
-def scale_rows(data: Any) -> Any:
-    """Min-max scale every row to [0, 1] (a constant row becomes 0.5).
-
-    A tree reads only the order of the levels within its layer, so this shows what each layer's
-    parse sees even when layers live on different ranges.
-    """
-    import numpy as np
-
-    data = np.asarray(data, dtype=np.float64)
-    lo, hi = data.min(axis=1, keepdims=True), data.max(axis=1, keepdims=True)
-    span = hi - lo
-    return np.where(span > 0, (data - lo) / np.where(span > 0, span, 1.0), 0.5)
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
-    from treelm.syntax.render import plot_levels
+    from treelm.syntax.render import plot_sentence_levels
 
-    run, tokens, layer, lv = _levels_of(args)
-    symbol = "d_f" if args.gate == "forget" else "d_i"
-    data = lv.df if args.gate == "forget" else lv.di
-    rows = [f"layer {k}" for k in lv.layers]
-    caption = f"${symbol}$"
-    if args.scale == "layer":
-        rows = [f"{name}  [{lo:.3f}, {hi:.3f}]"
-                for name, lo, hi in zip(rows, data.min(axis=1), data.max(axis=1))]
-        caption = f"${symbol}$, min-max scaled per layer"
-        data = scale_rows(data)
-    tree = None if args.no_tree else lv.tree(layer, args.style)
-    title = args.title
-    if title is None:
-        gate = "master-forget-gate" if args.gate == "forget" else "master-input-gate"
-        name = run.path.name.replace("$", r"\$")
-        title = f"{name}: {gate} levels ${symbol}$" + ("" if args.no_tree else
-                                                       f"; tree from layer {layer}")
-    labels = [t if i not in lv.unknown else f"{t}*" for i, t in enumerate(tokens)]
-    plot_levels(labels, data, tree, args.output, title=title or None, row_labels=rows,
-                colorbar_label=caption)
+    run, _, layer, lv = _levels_of(args)
+    plot_sentence_levels(lv, args.output, layer, gate=args.gate, scale=args.scale,
+                         style=args.style, with_tree=not args.no_tree, title=args.title,
+                         run_name=run.path.name)
     print(args.output)
     return 0
 
@@ -573,56 +369,9 @@ def add_plot(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def read_bracket_tree(text: str) -> Any:
-    """``"((the cat) (sat down))"`` -> ``[["the", "cat"], ["sat", "down"]]`` (iterative).
-
-    Leaves are maximal runs of characters other than whitespace and brackets; a bracket with a
-    single child is that child; a bare word is a one-leaf tree.
-
-    Raises:
-        TreelmError: unbalanced or empty brackets, several trees, or no leaf at all.
-    """
-    import re
-
-    tokens = re.findall(r"\(|\)|[^\s()]+", text)
-    if not tokens:
-        raise TreelmError("the tree is empty")
-    stack: list[list[Any]] = [[]]
-    for tok in tokens:
-        if tok == "(":
-            stack.append([])
-        elif tok == ")":
-            if len(stack) == 1:
-                raise TreelmError("malformed tree: more ')' than '('")
-            node = stack.pop()
-            if not node:
-                raise TreelmError("malformed tree: empty brackets ()")
-            stack[-1].append(node[0] if len(node) == 1 else node)
-        else:
-            stack[-1].append(tok)
-    if len(stack) > 1:
-        raise TreelmError(f"malformed tree: {len(stack) - 1} unclosed '('")
-    if len(stack[0]) != 1:
-        raise TreelmError(f"malformed tree: {len(stack[0])} trees side by side; wrap them in "
-                          "one pair of brackets")
-    return stack[0][0]
-
-
-def _check_json_tree(tree: Any) -> Any:
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            if not node:
-                raise TreelmError("malformed JSON tree: empty list")
-            todo.extend(node)
-        elif not isinstance(node, (str, int, float)) or isinstance(node, bool):
-            raise TreelmError(f"malformed JSON tree: leaf {node!r} is not a string or number")
-    return tree
-
-
 def cmd_plot_tree(args: argparse.Namespace) -> int:
     from treelm.syntax.render import plot_tree
+    from treelm.syntax.trees import read_bracket_tree, read_json_tree
 
     if args.run:
         if args.json:
@@ -634,13 +383,7 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
         if args.layer is not None:
             raise TreelmError("--layer needs --run RUN_DIR")
         text = "\n".join(_input_lines(args.tree, None))
-        if args.json:
-            try:
-                tree = _check_json_tree(json.loads(text))
-            except json.JSONDecodeError as e:
-                raise TreelmError(f"malformed JSON tree: {e}") from None
-        else:
-            tree = read_bracket_tree(text)
+        tree = read_json_tree(text) if args.json else read_bracket_tree(text)
     plot_tree(tree, args.output, title=args.title or None)
     print(args.output)
     return 0
@@ -669,5 +412,5 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-__all__ = ["add_eval_parse", "add_parse", "add_plot", "add_plot_tree", "format_table",
-           "parse_layer", "read_bracket_tree", "run_baselines", "tokenize"]
+__all__ = ["add_eval_parse", "add_parse", "add_plot", "add_plot_tree", "parse_layer",
+           "tokenize"]

@@ -5,6 +5,8 @@ each internal node a horizontal bar above its children at height ``1 + max(child
 ``plot_levels`` draws the per-layer levels as a heat map (rows = layers, columns = tokens,
 tokens on the x axis, colour bar) with the induced tree above the tokens, in the style of the
 figure in Su Jianlin's ON-LSTM post (kexue.fm, 2019) and Fig. 3 of Shen et al. (ICLR 2019).
+``plot_sentence_levels`` is the figure of ``treelm plot``: one sentence's levels from a model,
+by default min-max scaled per layer (a tree reads only the order of levels within a layer).
 
 Both functions use :class:`matplotlib.figure.Figure` directly (no pyplot state, no GUI
 backend) and pick a CJK-capable font when one is installed, silently falling back to
@@ -229,3 +231,52 @@ def plot_levels(
         elif title:
             ax_heat.set_title(title)
         _save(fig, path)
+
+
+def scale_rows(data: Sequence[Sequence[float]] | Any) -> np.ndarray:
+    """Min-max scale every row to [0, 1] (a constant row becomes 0.5).
+
+    A tree reads only the order of the levels within its layer, so this shows what each layer's
+    parse sees even when layers live on different ranges.
+    """
+    data = np.asarray(data, dtype=np.float64)
+    lo, hi = data.min(axis=1, keepdims=True), data.max(axis=1, keepdims=True)
+    span = hi - lo
+    return np.where(span > 0, (data - lo) / np.where(span > 0, span, 1.0), 0.5)
+
+
+def plot_sentence_levels(lv: Any, path: str | os.PathLike[str], layer: int, *,
+                         gate: str = "forget", scale: str = "layer", style: str = "official",
+                         with_tree: bool = True, title: str | None = None,
+                         run_name: str = "") -> None:
+    """Heat map of one sentence's levels in every ON-LSTM layer, with one layer's tree above.
+
+    Args:
+        lv: the sentence's :class:`~treelm.syntax.levels.SentenceLevels`; words read as
+            ``<unk>`` are labelled with a ``*``.
+        layer: the 1-based layer whose ``d_f`` makes the tree.
+        gate: ``forget`` (``d_f``) or ``input`` (``d_i``) levels in the heat map.
+        scale: ``layer`` (min-max per row, each row labelled with its range) or ``shared``.
+        style: tree rule of :func:`~treelm.syntax.trees.build_tree`.
+        with_tree: draw the tree above the heat map.
+        title: the title (``None``: one naming ``run_name``, the gate and the layer; ``""``:
+            none).
+    """
+    symbol = "d_f" if gate == "forget" else "d_i"
+    data = lv.df if gate == "forget" else lv.di
+    rows = [f"layer {k}" for k in lv.layers]
+    caption = f"${symbol}$"
+    if scale == "layer":
+        rows = [f"{name}  [{lo:.3f}, {hi:.3f}]"
+                for name, lo, hi in zip(rows, data.min(axis=1), data.max(axis=1))]
+        caption = f"${symbol}$, min-max scaled per layer"
+        data = scale_rows(data)
+    tree = lv.tree(layer, style) if with_tree else None
+    if title is None:
+        gate_name = "master-forget-gate" if gate == "forget" else "master-input-gate"
+        name = run_name.replace("$", r"\$")    # a $ in a directory name would start mathtext
+        title = f"{name}: {gate_name} levels ${symbol}$" + (f"; tree from layer {layer}"
+                                                            if with_tree else "")
+    labels = [t if i not in lv.unknown else f"{t}*" for i, t in enumerate(lv.tokens)]
+    plot_levels(labels, data, tree, path, title=title or None, row_labels=rows,
+                colorbar_label=caption)

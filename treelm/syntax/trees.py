@@ -6,7 +6,9 @@ A *tree* here is a nested Python ``list``/``tuple`` whose non-sequence items are
 
 Every function in this module walks trees with an explicit stack, never with Python
 recursion, so a left- or right-branching tree over 100,000 tokens works as well as a short
-one (no ``RecursionError``; linear time in the size of the tree or of the output).
+one (no ``RecursionError``; linear time in the size of the tree or of the output). Trees are
+written as brackets or JSON (:func:`tree_to_brackets`, :func:`tree_to_json`) and read back from
+them (:func:`read_bracket_tree`, :func:`read_json_tree`: trees a user hands to ``plot-tree``).
 
 Parsing from levels follows the greedy top-down procedure of Shen et al., "Ordered Neurons:
 Integrating Tree Structures into Recurrent Neural Networks" (ICLR 2019), Sec. 5.2 /
@@ -17,10 +19,13 @@ master-forget-gate "split point" estimate ``d_t``) is highest opens a new consti
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
+
+from treelm.errors import TreelmError
 
 T = TypeVar("T")
 
@@ -277,3 +282,63 @@ def ascii_tree(tree: Tree) -> str:
         stack.extend(reversed(jobs))
     return "\n".join(lines)
 
+
+# ----------------------------------------------------------------------------- reading trees
+def read_bracket_tree(text: str) -> Tree:
+    """``"((the cat) (sat down))"`` -> ``[["the", "cat"], ["sat", "down"]]`` (iterative).
+
+    The inverse of :func:`tree_to_brackets`, for trees a user types or pipes in. Leaves are
+    maximal runs of characters other than whitespace and brackets; a bracket with a single
+    child is that child; a bare word is a one-leaf tree.
+
+    Raises:
+        TreelmError: (a ``ValueError``) unbalanced or empty brackets, several trees, or no leaf.
+    """
+    tokens = re.findall(r"\(|\)|[^\s()]+", text)
+    if not tokens:
+        raise TreelmError("the tree is empty")
+    stack: list[list[Any]] = [[]]
+    for tok in tokens:
+        if tok == "(":
+            stack.append([])
+        elif tok == ")":
+            if len(stack) == 1:
+                raise TreelmError("malformed tree: more ')' than '('")
+            node = stack.pop()
+            if not node:
+                raise TreelmError("malformed tree: empty brackets ()")
+            stack[-1].append(node[0] if len(node) == 1 else node)
+        else:
+            stack[-1].append(tok)
+    if len(stack) > 1:
+        raise TreelmError(f"malformed tree: {len(stack) - 1} unclosed '('")
+    if len(stack[0]) != 1:
+        raise TreelmError(f"malformed tree: {len(stack[0])} trees side by side; wrap them in "
+                          "one pair of brackets")
+    return stack[0][0]
+
+
+def read_json_tree(text: str) -> Tree:
+    """A tree given as JSON nested lists, ``[["the","cat"],["sat","down"]]``, checked.
+
+    The inverse of :func:`tree_to_json`. The check walks the tree with a stack, so a deep tree
+    is fine once ``json`` has read it.
+
+    Raises:
+        TreelmError: (a ``ValueError``) not JSON, an empty list, or a leaf that is not a string
+        or number.
+    """
+    try:
+        tree = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TreelmError(f"malformed JSON tree: {e}") from None
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            if not node:
+                raise TreelmError("malformed JSON tree: empty list")
+            todo.extend(node)
+        elif not isinstance(node, (str, int, float)) or isinstance(node, bool):
+            raise TreelmError(f"malformed JSON tree: leaf {node!r} is not a string or number")
+    return tree
