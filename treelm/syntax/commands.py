@@ -23,10 +23,11 @@ import argparse
 import json
 import sys
 import textwrap
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from treelm.errors import TreelmError
+from treelm.syntax.parse import input_lines, tokenize
 from treelm.syntax.report import TABLE_LABELS
 
 STYLES = ("official", "split")
@@ -34,7 +35,6 @@ FORMATS = ("brackets", "json", "ascii")
 BASELINE_NAMES = {"left": "left_branching", "right": "right_branching",
                   "balanced": "balanced", "random": "random"}
 DEFAULT_LABELS = ",".join(TABLE_LABELS)
-_CHUNK = 2048   # sentences read (and parsed) at a time from a file or stdin
 
 PARSE_EPILOG = """examples:
   treelm parse runs/onlstm "the cat sat on the mat"
@@ -96,57 +96,6 @@ def parse_layer(text: str | None, layers: Sequence[int], allow_all: bool = True)
     return [k]
 
 
-def tokenize(text: str, tokenizer: Any, segment: str = "none",
-             normalize: bool = False) -> list[str]:
-    """The tokens of one input line, read by the run's tokenizer (:mod:`treelm.text`).
-
-    ``segment="jieba"`` reads a word-level run's input with the jieba tokenizer instead (Chinese
-    text without spaces). ``normalize`` applies the PTB preprocessing of the treebank reader
-    (lower-case, digit runs -> ``N``) to every token.
-    """
-    if segment == "jieba":
-        from treelm.text import make_tokenizer
-
-        if tokenizer.level != "word":
-            raise TreelmError("--segment jieba makes words; this run's model reads characters")
-        tokenizer = make_tokenizer("jieba")
-    tokens = tokenizer.encode_line(text.strip("\r\n"))
-    if normalize:
-        from treelm.data.treebank import normalize_word
-
-        tokens = [normalize_word(t) for t in tokens]
-    return tokens
-
-
-def _input_lines(sentence: str | None, file: str | None) -> Iterator[str]:
-    if sentence is not None and sentence != "-":
-        if file:
-            raise TreelmError("give a sentence or --file, not both")
-        yield sentence
-        return
-    if file:
-        try:
-            with open(file, encoding="utf-8") as f:
-                yield from (line.rstrip("\r\n") for line in f)
-        except OSError as e:
-            raise TreelmError(f"{file}: cannot read ({e.strerror})") from None
-        except UnicodeDecodeError as e:
-            raise TreelmError(f"{file}: not UTF-8 text ({e.reason})") from None
-        return
-    yield from (line.rstrip("\r\n") for line in sys.stdin)
-
-
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def _check_positive(name: str, value: int | None) -> None:
     if value is not None and value < 1:
         raise TreelmError(f"{name} must be >= 1, got {value}")
@@ -178,25 +127,21 @@ def _add_text_options(p: argparse.ArgumentParser) -> None:
 
 # ----------------------------------------------------------------------------- parse
 def cmd_parse(args: argparse.Namespace) -> int:
-    from treelm.syntax.levels import sentence_levels
-    from treelm.syntax.report import format_parse
+    from treelm.syntax.parse import parse_lines
 
     _check_positive("--batch-size", args.batch_size)
     run, available = _open_run(args)
     layers = parse_layer(args.layer, available)
-    tokenizer = run.tokenizer
     unknown: dict[str, int] = {}
     out: TextIO = sys.stdout
+    lines = input_lines(args.sentence, args.file)
     try:
-        for chunk in _chunks(_input_lines(args.sentence, args.file), _CHUNK):
-            tokens = [tokenize(t, tokenizer, args.segment, args.normalize) for t in chunk]
-            if args.sentence not in (None, "-") and not tokens[0]:
-                raise TreelmError("the sentence is empty")
-            levels = sentence_levels(run.model, run.vocab, tokens, args.batch_size, args.unk)
-            for text, toks, lv in zip(chunk, tokens, levels):
-                for i in lv.unknown:
-                    unknown[toks[i]] = unknown.get(toks[i], 0) + 1
-                out.write(format_parse(toks, lv, layers, args.format, args.style, text) + "\n")
+        for text, unk_words in parse_lines(run, lines, layers, args.format, args.style,
+                                           args.segment, args.normalize, args.batch_size,
+                                           args.unk, single=args.sentence not in (None, "-")):
+            for w in unk_words:
+                unknown[w] = unknown.get(w, 0) + 1
+            out.write(text + "\n")
             out.flush()
     except BrokenPipeError:             # e.g. `treelm parse ... | head`: stop quietly
         import os
@@ -309,7 +254,7 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
 
 # ----------------------------------------------------------------------------- plot
 def _one_sentence(args: argparse.Namespace, tokenizer: Any) -> tuple[str, list[str]]:
-    lines = [t for t in _input_lines(args.sentence, None) if t.strip()]
+    lines = [t for t in input_lines(args.sentence, None) if t.strip()]
     if len(lines) != 1:
         raise TreelmError(f"give exactly one sentence (got {len(lines)})")
     tokens = tokenize(lines[0], tokenizer, args.segment, args.normalize)
@@ -382,7 +327,7 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
     else:
         if args.layer is not None:
             raise TreelmError("--layer needs --run RUN_DIR")
-        text = "\n".join(_input_lines(args.tree, None))
+        text = "\n".join(input_lines(args.tree, None))
         tree = read_json_tree(text) if args.json else read_bracket_tree(text)
     plot_tree(tree, args.output, title=args.title or None)
     print(args.output)
@@ -412,5 +357,4 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-__all__ = ["add_eval_parse", "add_parse", "add_plot", "add_plot_tree", "parse_layer",
-           "tokenize"]
+__all__ = ["add_eval_parse", "add_parse", "add_plot", "add_plot_tree", "parse_layer"]

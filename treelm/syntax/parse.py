@@ -1,0 +1,86 @@
+"""Reading sentences for the syntax verbs and parsing them in batches.
+
+Input lines come from an argument, a file or stdin (:func:`input_lines`); each is read by the run's
+tokenizer (:func:`tokenize`, :mod:`treelm.text`), optionally re-segmented with jieba or normalised
+as the PTB text was; :func:`parse_lines` runs them through the model ``chunk`` sentences at a time
+and yields the formatted parse of each with the words read as ``<unk>``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from treelm.errors import TreelmError
+
+CHUNK = 2048   # sentences read (and parsed) at a time from a file or stdin
+
+
+def tokenize(text: str, tokenizer: Any, segment: str = "none",
+             normalize: bool = False) -> list[str]:
+    """The tokens of one input line, read by the run's tokenizer (:mod:`treelm.text`).
+
+    ``segment="jieba"`` reads a word-level run's input with the jieba tokenizer instead (Chinese
+    text without spaces). ``normalize`` applies the PTB preprocessing of the treebank reader
+    (lower-case, digit runs -> ``N``) to every token.
+    """
+    if segment == "jieba":
+        from treelm.text import make_tokenizer
+
+        if tokenizer.level != "word":
+            raise TreelmError("--segment jieba makes words; this run's model reads characters")
+        tokenizer = make_tokenizer("jieba")
+    tokens = tokenizer.encode_line(text.strip("\r\n"))
+    if normalize:
+        from treelm.data.treebank import normalize_word
+
+        tokens = [normalize_word(t) for t in tokens]
+    return tokens
+
+
+def input_lines(sentence: str | None, file: str | None) -> Iterator[str]:
+    if sentence is not None and sentence != "-":
+        if file:
+            raise TreelmError("give a sentence or --file, not both")
+        yield sentence
+        return
+    if file:
+        try:
+            with open(file, encoding="utf-8") as f:
+                yield from (line.rstrip("\r\n") for line in f)
+        except OSError as e:
+            raise TreelmError(f"{file}: cannot read ({e.strerror})") from None
+        except UnicodeDecodeError as e:
+            raise TreelmError(f"{file}: not UTF-8 text ({e.reason})") from None
+        return
+    yield from (line.rstrip("\r\n") for line in sys.stdin)
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def parse_lines(run: Any, lines: Iterable[str], layers: Sequence[int], fmt: str, style: str,
+                segment: str = "none", normalize: bool = False, batch_size: int = 256,
+                unk: str = "map", single: bool = False) -> Iterator[tuple[str, list[str]]]:
+    """(formatted parse, unknown words) per input line, in order. ``single``: the lines are one
+    sentence given as an argument, which must not be empty."""
+    from treelm.syntax.levels import sentence_levels
+    from treelm.syntax.report import format_parse
+
+    for chunk in chunks(lines, CHUNK):
+        tokens = [tokenize(t, run.tokenizer, segment, normalize) for t in chunk]
+        if single and not tokens[0]:
+            raise TreelmError("the sentence is empty")
+        levels = sentence_levels(run.model, run.vocab, tokens, batch_size, unk)
+        for text, toks, lv in zip(chunk, tokens, levels):
+            yield (format_parse(toks, lv, layers, fmt, style, text),
+                   [toks[i] for i in lv.unknown])
