@@ -217,7 +217,7 @@ def char_run(tmp_path_factory):
 
     root = Path(__file__).resolve().parents[1]
     return _train(root, tmp_path_factory.mktemp("char"), [
-        "train.epochs=1", "train.threads=1", "data.level=char", "model.cell=lstm",
+        "train.epochs=1", "train.threads=1", "data.tokenizer=char", "model.cell=lstm",
         "model.sizes=[12,32]", "model.tie_weights=false", "model.cell_options={}",
         "train.optimizer=adam", "train.lr=0.01", "train.bptt=40", "train.batch_size=16",
         "train.eval_batch_size=16", "train.test_batch_size=16"])

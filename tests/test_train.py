@@ -177,3 +177,17 @@ def test_runs_of_the_previous_layout_load_and_resume_exactly(tmp_path, root, cap
                 for m in _metrics(r)]
 
     assert curve(old) == curve(new)
+
+
+def test_sentencepiece_lm_trains_and_generates(tmp_path, root, capsys):
+    """data.tokenizer=bpe: pieces learned on the training lines, saved in the run, used by
+    eval and generate."""
+    os.chdir(root)
+    run = tmp_path / "bpe"
+    _train(run, "data.tokenizer=bpe", "data.vocab_size=300", "train.epochs=1")
+    assert (run / "tokenizer.model").exists()
+    assert json.loads((run / "tokenizer.json").read_text())["kind"] == "bpe"
+    assert main(["eval", str(run)]) == 0
+    assert "ppl" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["generate", str(run), "--prompt", "the company", "--length", "5"]) == 0
+    assert capsys.readouterr().out.startswith("the company")
