@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "cells": {"kernels"},
     "nn": {"cells"},
     "models": {"cells", "nn", "errors"},
-    "data": {"text", "errors"},
+    "data": {"text", "config", "errors"},
     "rundir": {"text", "errors"},
     "tasks": {"cells", "nn", "models", "data", "text", "rundir", "config", "errors"},
     "run": {"tasks", "models", "rundir", "text", "config", "errors"},

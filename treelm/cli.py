@@ -57,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"treelm: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("treelm: interrupted (the last checkpoint is intact; --resume continues)",
-              file=sys.stderr)
+        note = ""
+        if args.verb == "train":  # a second Ctrl-C, or one before training started
+            note = " (any checkpoint already written is intact; --resume continues from it)"
+        print(f"treelm: interrupted{note}", file=sys.stderr)
         return 130
 
 

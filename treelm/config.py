@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import types
+import typing
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -66,13 +69,89 @@ def dump_config(cfg: dict[str, Any]) -> str:
 
 def parse_section(cls: type[Any], d: dict[str, Any] | None, section: str,
                   others: Iterable[str] = ()) -> Any:
-    """The dataclass ``cls`` from the mapping ``d`` of a config section; keys that are neither
-    fields of ``cls`` nor in ``others`` (claimed by another reader of the same section) are an
-    error naming them."""
+    """The dataclass ``cls`` from the mapping ``d`` of a config section, every value checked.
+
+    Keys that are neither fields of ``cls`` nor in ``others`` (claimed by another reader of the
+    same section) are an error naming them. Each value must have its field's type (an int where
+    a float is wanted is taken; ``2.5`` for an int, ``"abc"`` for a number or a bool are not)
+    and satisfy the rule in the class's ``RULES`` mapping, if any: ``"> 0"``, ``">= 1"``,
+    ``"[0, 1)"``, ``"(0, 1]"`` or a tuple of allowed values. Every error is one line naming
+    ``section.key``, the value and what is allowed.
+    """
+    if d is not None and not isinstance(d, dict):
+        raise ConfigError(f"{section}: expected a section of key: value pairs, got {d!r}")
     d = dict(d or {})
     names = {f.name for f in dataclasses.fields(cls)}
     known = names | set(others)
     unknown = sorted(set(d) - known)
     if unknown:
         raise ConfigError(f"unknown {section} options {unknown}; known: {sorted(known)}")
-    return cls(**{k: v for k, v in d.items() if k in names})
+    hints = typing.get_type_hints(cls)
+    rules = getattr(cls, "RULES", {})
+    values = {}
+    for k, v in d.items():
+        if k not in names:
+            continue
+        v = _typed(f"{section}.{k}", v, hints[k])
+        if k in rules and v is not None:
+            _check_rule(f"{section}.{k}", v, rules[k])
+        values[k] = v
+    return cls(**values)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _typed(key: str, v: Any, tp: Any) -> Any:
+    """``v`` as type ``tp`` (int → float widening only), or a ConfigError."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _typed(key, v, inner[0])
+        return v
+    if tp is Any:
+        return v
+    if tp is bool:
+        if isinstance(v, bool):
+            return v
+    elif tp is int:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    elif tp is float:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            return float(v)
+    elif tp is str:
+        if isinstance(v, str):
+            return v
+    elif origin is list:
+        if isinstance(v, list):
+            return [_typed(key, x, args[0]) for x in v] if args else v
+    elif origin is dict or tp is dict:
+        if isinstance(v, dict):
+            return v
+    else:
+        return v
+    want = {"bool": "true or false", "int": "an integer", "float": "a finite number",
+            "str": "a string"}.get(_type_name(tp), _type_name(tp))
+    raise ConfigError(f"{key} = {v!r}: expected {want}")
+
+
+def _check_rule(key: str, v: Any, rule: Any) -> None:
+    if isinstance(rule, tuple):
+        if v not in rule:
+            raise ConfigError(f"{key} = {v!r}: choose one of {', '.join(map(str, rule))}")
+        return
+    values = v if isinstance(v, list) else [v]
+    for x in values:
+        ok = {"> 0": x > 0, ">= 0": x >= 0, ">= 1": x >= 1, "[0, 1)": 0 <= x < 1,
+              "(0, 1]": 0 < x <= 1, "[0, 1]": 0 <= x <= 1}[rule]
+        if not ok:
+            raise ConfigError(f"{key} = {v!r}: must be {_RULE_TEXT[rule]}")
+
+
+_RULE_TEXT = {"> 0": "> 0", ">= 0": ">= 0", ">= 1": "an integer >= 1" , "[0, 1)": "in [0, 1)",
+              "(0, 1]": "in (0, 1]", "[0, 1]": "in [0, 1]"}

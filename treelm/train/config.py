@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from treelm.config import parse_section
 from treelm.errors import ConfigError
@@ -34,13 +34,20 @@ class TrainConfig:
     threads: int | None = None       # torch.set_num_threads; None = leave as is
     flush_denormal: bool = True      # CPU: tiny gradients as denormals slow training down 2×
     device: str = "auto"             # auto | cpu | cuda
+    progress_seconds: float = 30.0   # without a terminal: a progress line this often
+
+    RULES: ClassVar[dict[str, Any]] = {
+        "optimizer": ("sgd", "ntasgd", "adam"), "lr": "> 0", "weight_decay": ">= 0",
+        "clip": ">= 0", "epochs": ">= 1", "nonmono": ">= 1", "lr_schedule": SCHEDULES,
+        "lr_decay": "(0, 1]", "patience": ">= 1", "min_lr_frac": "[0, 1]", "max_minutes": "> 0",
+        "eval_every_minutes": "> 0", "save_every_minutes": ">= 0", "save_every_batches": ">= 1",
+        "log_interval": ">= 1", "threads": ">= 1", "device": ("auto", "cpu", "cuda"),
+        "progress_seconds": "> 0"}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, others: tuple[str, ...] = ()) -> TrainConfig:
         """``others``: keys of the section that belong to the task."""
         tc = parse_section(cls, d, "train", others)
-        if tc.lr_schedule not in SCHEDULES:
-            raise ConfigError(f"unknown lr_schedule {tc.lr_schedule!r}; choose one of {SCHEDULES}")
         if tc.lr_schedule == "linear_time" and not tc.max_minutes:
-            raise ConfigError("lr_schedule linear_time needs train.max_minutes")
+            raise ConfigError("train.lr_schedule = 'linear_time' needs train.max_minutes")
         return tc

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
+import shutil
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
 from treelm.config import dump_config
+from treelm.errors import TreelmError
 from treelm.rundir.checkpoint import (
     load_trainer_state,
     load_weights,
@@ -36,6 +36,7 @@ from treelm.rundir.files import MetricsLog, RunFiles, atomic_write_text
 from treelm.tasks.base import Evaluation
 from treelm.train import distributed as D
 from treelm.train.builders import (
+    absolute_data_paths,
     build_optimizer,
     build_task,
     build_task_model,
@@ -43,51 +44,18 @@ from treelm.train.builders import (
     pick_device,
     train_sections,
 )
-
-
-@dataclass
-class LoopState:
-    """Everything of the loop that a resume restores (the task keeps its own position)."""
-
-    epoch: int = 1
-    step: int = 0
-    elapsed: float = 0.0                 # seconds of training and evaluation
-    tokens: int = 0                      # units seen by all processes
-    base_lr: float = 0.0                 # lr before schedules (plateau decays it)
-    best: float = math.inf               # best primary score, signed so that lower is better
-    best_scores: dict[str, float] = field(default_factory=dict)
-    val_history: list[float] = field(default_factory=list)   # signed primaries (NT-ASGD)
-    bad_evals: int = 0
-    epoch_loss: float = 0.0              # sums of loss × units this epoch / progress window
-    epoch_units: int = 0
-    win_loss: float = 0.0
-    win_units: int = 0
-    last_eval: float = 0.0               # elapsed time of the last validation
-    metrics_bytes: int = 0               # length of metrics.jsonl at this state
-
-
-def upgrade_state(s: dict[str, Any]) -> dict[str, Any]:
-    """Trainer states written before the Task seam (flat LM fields) in today's layout."""
-    if "loop" in s:
-        return s
-    loop = LoopState(
-        epoch=s["epoch"], step=s["step"], elapsed=s["elapsed"], tokens=s["tokens_seen"],
-        base_lr=s["base_lr"], best=s["best_val"], val_history=list(s["val_history"]),
-        bad_evals=s["bad_evals"], epoch_loss=s["epoch_loss"], epoch_units=s["epoch_tokens"],
-        win_loss=s["win_loss"], win_units=s["win_tok"],
-        last_eval=s.get("last_eval", s["elapsed"]), metrics_bytes=s["metrics_bytes"])
-    if math.isfinite(loop.best):
-        loop.best_scores = {"loss": loop.best}
-    tasks = [{"row": s["row"], "states": st, "bptt_rng": s["bptt_rng"]} for st in s["states"]]
-    return {"loop": dataclasses.asdict(loop), "task": tasks, "optimizer": s["optimizer"],
-            "averager": s["averager"], "torch_rng": s["torch_rng"], "world": s["world"]}
+from treelm.train.interrupts import StopRequests
+from treelm.train.progress import Progress
+from treelm.train.state import LoopState, upgrade_state
 
 
 class Trainer:
     def __init__(self, cfg: dict[str, Any], files: RunFiles, resume: bool = False,
                  quiet: bool = False) -> None:
+        self.tc, task_cls, options = train_sections(cfg)    # every value checked, nothing made
+        if not resume:
+            cfg = absolute_data_paths(cfg, task_cls)
         self.cfg, self.files = cfg, files
-        self.tc, task_cls, options = train_sections(cfg)
         if self.tc.threads:
             torch.set_num_threads(self.tc.threads)
         torch.set_flush_denormal(self.tc.flush_denormal)
@@ -109,11 +77,28 @@ class Trainer:
         self.metrics = MetricsLog(files)
         if resume:
             self._restore()
-        elif self.dist.main:
-            files.path.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(files.config, dump_config(cfg))
-            self.task.save(files)
-            self.metrics.start()
+        else:
+            self._start()
+
+    def _start(self) -> None:
+        """Make the run directory with its config, tables and a step-0 checkpoint, so that a
+        kill at any later moment leaves a run that resumes. A failure here leaves nothing."""
+        made = not self.files.path.exists()
+        try:
+            if self.dist.main:
+                self.files.path.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(self.files.config, dump_config(self.cfg))
+                self.task.save(self.files)
+                self.files.write_fingerprints(self.task.data_files())
+                self.metrics.start()
+            self.save()
+        except BaseException as e:
+            if made and self.dist.main:
+                shutil.rmtree(self.files.path, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise TreelmError(f"{self.files.path}: cannot write the run directory "
+                                  f"({e.strerror or e})") from None
+            raise
 
     # ---------------------------------------------------------------- state
     def save(self, best: bool = False) -> None:
@@ -129,6 +114,8 @@ class Trainer:
         D.barrier(self.dist)
 
     def _restore(self) -> None:
+        for line in self.files.changed_data() if self.dist.main else []:
+            print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
         load_weights(self.files.path, self.model, "last", self.signature)
         s = upgrade_state(load_trainer_state(self.files.path))
         self.s = LoopState(**s["loop"])
@@ -151,6 +138,11 @@ class Trainer:
 
     def say(self, msg: str) -> None:
         if not self.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    def tell(self, msg: str) -> None:
+        """Printed even with --quiet (on the main process): what happened to the user's run."""
+        if self.dist.main:
             print(msg, file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------- loop
@@ -176,16 +168,45 @@ class Trainer:
         return False
 
     def train(self) -> dict[str, Any]:
-        tc, s = self.tc, self.s
         self.say(f"treelm: {self.signature.get('cell', '')} {self.signature.get('type')} with "
                  f"{count_parameters(self.model):,} parameters, {self.task.describe()}"
                  + (f", {self.dist.world} processes" if self.dist.enabled else ""))
         self.net.train()
-        stop = False
-        while s.epoch <= tc.epochs and not stop:
+        with StopRequests(self.tell) as self.stop:
+            stop = self._loop()
+        if stop == "interrupted":
+            self.tell(f"treelm: interrupted ({self.stop.signal}): saved a checkpoint at step "
+                     f"{self.s.step} (epoch {self.s.epoch}, {self.s.elapsed / 60:.1f} min); "
+                     f"treelm train --resume {self.files.path} continues from there")
+            D.teardown(self.dist)
+            return {"interrupted": True, "step": self.s.step, "elapsed": self.s.elapsed}
+        s = self.s
+        summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
+                   "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1}
+        if self.dist.enabled:
+            # every rank's weights, hashed: DDP must have kept them identical
+            h = hashlib.sha256()
+            for p in self.model.parameters():
+                h.update(p.detach().cpu().numpy().tobytes())
+            summary["rank_digests"] = D.gather_objects(h.hexdigest(), self.dist)
+        self.event("done", **summary)
+        D.teardown(self.dist)
+        return summary
+
+    def _loop(self) -> str | None:
+        """Epochs until done; returns "budget", "interrupted" or None (all epochs)."""
+        tc, s = self.tc, self.s
+        while s.epoch <= tc.epochs:
             stop = self._epoch()
-            if stop:
-                break
+            if stop == "interrupted":
+                return stop
+            if stop == "budget":  # one last validation of where we are
+                ev = self.validate()
+                improved = self._improved(ev)
+                self.event("valid", **ev.scores, budget_end=True)
+                self.say(f"| budget of {tc.max_minutes} min reached | {_scores(ev, 'valid')}")
+                self.save(best=improved)
+                return stop
             ev = self.validate()
             s.last_eval = s.elapsed
             s.val_history.append(ev.badness)
@@ -208,99 +229,74 @@ class Trainer:
             self.task.new_epoch()
             s.epoch_loss, s.epoch_units = 0.0, 0
             self.save(best=improved)
-        if stop:  # budget ran out inside an epoch: one last validation of where we are
-            ev = self.validate()
-            improved = self._improved(ev)
-            self.event("valid", **ev.scores, budget_end=True)
-            self.say(f"| budget of {tc.max_minutes} min reached | {_scores(ev, 'valid')}")
-            self.save(best=improved)
-        summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
-                   "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1}
-        if self.dist.enabled:
-            # every rank's weights, hashed: DDP must have kept them identical
-            h = hashlib.sha256()
-            for p in self.model.parameters():
-                h.update(p.detach().cpu().numpy().tobytes())
-            summary["rank_digests"] = D.gather_objects(h.hexdigest(), self.dist)
-        self.event("done", **summary)
-        D.teardown(self.dist)
-        return summary
+        return None
 
-    def _epoch(self) -> bool:
-        """One (rest of an) epoch; returns True when the time budget ran out."""
+    def _epoch(self) -> str | None:
+        """One (rest of an) epoch; returns "budget" or "interrupted" when it stops early."""
         tc, s, world = self.tc, self.s, self.dist.world
-        bar = None
-        if not self.quiet:
-            from tqdm import tqdm
-
-            done, total = self.task.progress()
-            bar = tqdm(total=total, initial=done, unit="tok", unit_scale=world,
-                       desc=f"epoch {s.epoch}", leave=False, dynamic_ncols=True, disable=None,
-                       file=sys.stderr)
+        done, total = self.task.progress()
+        progress = Progress(s.epoch, done, total, world, tc.progress_seconds,
+                            60.0 * tc.max_minutes if tc.max_minutes else None,
+                            self.task.train_scores, self.quiet)
         t_last = time.perf_counter()
         t_save = s.elapsed
         win_t0, win_units_timed = time.perf_counter(), 0
-        for batch in self.task.batches():
-            lr = self.lr_now() * batch.lr_scale
-            for g in self.optimizer.param_groups:
-                g["lr"] = lr
-            self.optimizer.zero_grad(set_to_none=True)
-            out = self.task.loss(self.net, batch)
-            out.loss.backward()
-            if tc.clip:
-                nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip)
-            self.optimizer.step()
-            self.averager.update()
-            units = batch.size * world
-            value = out.value.item()
-            s.step += 1
-            s.tokens += units
-            s.epoch_loss += value * units
-            s.epoch_units += units
-            s.win_loss += value * units
-            s.win_units += units
-            win_units_timed += units
-            now = time.perf_counter()
-            s.elapsed += now - t_last
-            t_last = now
-            if bar is not None:
-                bar.update(batch.size)
-            if s.step % tc.log_interval == 0 or batch.last:
-                wl = s.win_loss / s.win_units
-                scores = self.task.train_scores(wl)
-                tok_s = win_units_timed / max(1e-9, now - win_t0)
-                self.event("train", loss=wl, **scores, tok_s=tok_s, lr=lr)
-                txt = " | ".join(f"{k} {v:8.2f}" for k, v in scores.items())
-                if bar is not None and not bar.disable:
-                    bar.set_postfix_str(f"loss {wl:.3f} {txt.replace(' | ', ' ')} "
-                                        f"{tok_s:,.0f} tok/s", refresh=False)
-                else:  # no terminal (logs, CI): a plain line instead of the bar
-                    done, total = self.task.progress()
-                    self.say(f"  epoch {s.epoch} {100 * done / total:5.1f}% | loss {wl:.3f} | "
-                             f"{txt} | {tok_s:7,.0f} tok/s | {s.elapsed / 60:5.1f} min")
-                s.win_loss, s.win_units = 0.0, 0
-                win_t0, win_units_timed = now, 0
-            if tc.eval_every_minutes and s.elapsed - s.last_eval >= 60 * tc.eval_every_minutes:
-                ev = self.validate()
-                self.event("valid", **ev.scores)
-                self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
-                s.last_eval = s.elapsed
-                s.elapsed += time.perf_counter() - t_last
-                t_last = time.perf_counter()
-            if D.any_rank(self.out_of_time(), self.dist):
-                if bar is not None:
-                    bar.close()
-                return True
-            due = (tc.save_every_batches and s.step % tc.save_every_batches == 0) or (
-                tc.save_every_minutes and s.elapsed - t_save >= 60 * tc.save_every_minutes)
-            if D.any_rank(bool(due), self.dist) and not batch.last:
-                self.save()
-                t_save = s.elapsed
-                s.elapsed += time.perf_counter() - t_last
-                t_last = time.perf_counter()
-        if bar is not None:
-            bar.close()
-        return False
+        try:
+            for batch in self.task.batches():
+                lr = self.lr_now() * batch.lr_scale
+                for g in self.optimizer.param_groups:
+                    g["lr"] = lr
+                self.optimizer.zero_grad(set_to_none=True)
+                out = self.task.loss(self.net, batch)
+                out.loss.backward()
+                if tc.clip:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip)
+                self.optimizer.step()
+                self.averager.update()
+                units = batch.size * world
+                value = out.value.item()
+                s.step += 1
+                s.tokens += units
+                s.epoch_loss += value * units
+                s.epoch_units += units
+                s.win_loss += value * units
+                s.win_units += units
+                win_units_timed += units
+                now = time.perf_counter()
+                s.elapsed += now - t_last
+                t_last = now
+                progress.update(batch.size, value, s.elapsed)
+                if s.step % tc.log_interval == 0 or batch.last:
+                    wl = s.win_loss / s.win_units
+                    tok_s = win_units_timed / max(1e-9, now - win_t0)
+                    self.event("train", loss=wl, **self.task.train_scores(wl), tok_s=tok_s,
+                               lr=lr)
+                    progress.postfix(wl, tok_s, s.elapsed)
+                    s.win_loss, s.win_units = 0.0, 0
+                    win_t0, win_units_timed = now, 0
+                if tc.eval_every_minutes and (s.elapsed - s.last_eval
+                                              >= 60 * tc.eval_every_minutes):
+                    ev = self.validate()
+                    self.event("valid", **ev.scores)
+                    self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
+                    s.last_eval = s.elapsed
+                    s.elapsed += time.perf_counter() - t_last
+                    t_last = time.perf_counter()
+                if D.any_rank(self.stop.signal is not None, self.dist):
+                    self.save()
+                    return "interrupted"
+                if D.any_rank(self.out_of_time(), self.dist):
+                    return "budget"
+                due = (tc.save_every_batches and s.step % tc.save_every_batches == 0) or (
+                    tc.save_every_minutes and s.elapsed - t_save >= 60 * tc.save_every_minutes)
+                if D.any_rank(bool(due), self.dist) and not batch.last:
+                    self.save()
+                    t_save = s.elapsed
+                    s.elapsed += time.perf_counter() - t_last
+                    t_last = time.perf_counter()
+        finally:
+            progress.close()
+        return None
 
 
 def _scores(ev: Evaluation, split: str) -> str:

@@ -1,0 +1,46 @@
+"""The training loop's state, saved and restored whole, and the reader of older layouts."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class LoopState:
+    """Everything of the loop that a resume restores (the task keeps its own position)."""
+
+    epoch: int = 1
+    step: int = 0
+    elapsed: float = 0.0                 # seconds of training and evaluation
+    tokens: int = 0                      # units seen by all processes
+    base_lr: float = 0.0                 # lr before schedules (plateau decays it)
+    best: float = math.inf               # best primary score, signed so that lower is better
+    best_scores: dict[str, float] = field(default_factory=dict)
+    val_history: list[float] = field(default_factory=list)   # signed primaries (NT-ASGD)
+    bad_evals: int = 0
+    epoch_loss: float = 0.0              # sums of loss × units this epoch / progress window
+    epoch_units: int = 0
+    win_loss: float = 0.0
+    win_units: int = 0
+    last_eval: float = 0.0               # elapsed time of the last validation
+    metrics_bytes: int = 0               # length of metrics.jsonl at this state
+
+
+def upgrade_state(s: dict[str, Any]) -> dict[str, Any]:
+    """Trainer states written before the Task seam (flat LM fields) in today's layout."""
+    if "loop" in s:
+        return s
+    loop = LoopState(
+        epoch=s["epoch"], step=s["step"], elapsed=s["elapsed"], tokens=s["tokens_seen"],
+        base_lr=s["base_lr"], best=s["best_val"], val_history=list(s["val_history"]),
+        bad_evals=s["bad_evals"], epoch_loss=s["epoch_loss"], epoch_units=s["epoch_tokens"],
+        win_loss=s["win_loss"], win_units=s["win_tok"],
+        last_eval=s.get("last_eval", s["elapsed"]), metrics_bytes=s["metrics_bytes"])
+    if math.isfinite(loop.best):
+        loop.best_scores = {"loss": loop.best}
+    tasks = [{"row": s["row"], "states": st, "bptt_rng": s["bptt_rng"]} for st in s["states"]]
+    return {"loop": dataclasses.asdict(loop), "task": tasks, "optimizer": s["optimizer"],
+            "averager": s["averager"], "torch_rng": s["torch_rng"], "world": s["world"]}
