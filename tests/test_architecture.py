@@ -20,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "kernels": set(),
     "cells": {"kernels"},
     "nn": {"cells"},
-    "models": {"cells", "nn", "errors"},
+    "models": {"cells", "nn", "config", "errors"},
     "data": {"text", "config", "errors"},
     "rundir": {"text", "errors"},
     "tasks": {"cells", "nn", "models", "data", "text", "rundir", "config", "errors"},

@@ -137,6 +137,10 @@ def _typed(key: str, v: Any, tp: Any) -> Any:
         return v
     want = {"bool": "true or false", "int": "an integer", "float": "a finite number",
             "str": "a string"}.get(_type_name(tp), _type_name(tp))
+    if origin is list:
+        want = f"a list of {_type_name(args[0]) if args else 'values'}s, e.g. [1, 2]"
+    elif origin is dict or tp is dict:
+        want = "a mapping, e.g. {key: value}"
     raise ConfigError(f"{key} = {v!r}: expected {want}")
 
 
@@ -155,3 +159,23 @@ def _check_rule(key: str, v: Any, rule: Any) -> None:
 
 _RULE_TEXT = {"> 0": "> 0", ">= 0": ">= 0", ">= 1": "an integer >= 1" , "[0, 1)": "in [0, 1)",
               "(0, 1]": "in (0, 1]", "[0, 1]": "in [0, 1]"}
+
+
+def check_kwargs(fn: Any, spec: dict[str, Any], section: str,
+                 rules: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``spec`` checked against the annotated parameters of ``fn`` (e.g. a model's
+    ``__init__``) and ``rules`` as in :func:`parse_section`; unknown keys are an error."""
+    import inspect
+
+    params = {n: p for n, p in inspect.signature(fn).parameters.items() if n != "self"}
+    hints = typing.get_type_hints(fn)
+    unknown = sorted(set(spec) - set(params))
+    if unknown:
+        raise ConfigError(f"unknown {section} options {unknown}; known: {sorted(params)}")
+    out = {}
+    for k, v in spec.items():
+        v = _typed(f"{section}.{k}", v, hints.get(k, Any))
+        if rules and k in rules and v is not None:
+            _check_rule(f"{section}.{k}", v, rules[k])
+        out[k] = v
+    return out

@@ -82,6 +82,8 @@ def open_run(args: argparse.Namespace, expect: str | None = None,
     """The run named by ``args.<attr>`` with the options of :func:`add_run_options`."""
     import torch
 
+    if getattr(args, "threads", None) is not None and args.threads < 1:
+        raise CheckpointError(f"--threads must be >= 1, got {args.threads}")
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     return load_run(getattr(args, attr), args.checkpoint, expect)

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from treelm.errors import TreelmError
+from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.run import add_run_options
 
 GRADFLOW_EPILOG = """examples:
@@ -45,6 +45,8 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
         raise TreelmError("gradflow needs either --runs RUN_DIR ... or --cells CELL ...")
     if args.length < 1 or args.batch < 1 or args.hidden < 1:
         raise TreelmError("--length, --batch and --hidden must be >= 1")
+    check_output(args.png, IMAGE_SUFFIXES, "plot")
+    check_output(args.csv, (".csv",), "table")
     if args.threads:
         torch.set_num_threads(args.threads)
     models: list[tuple[str, str, Any, Any]] = []      # (name, cell, model, vocab or None)
@@ -76,7 +78,10 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
     results = []
     for label, (_, cell, model, vocab) in zip(_labels([m[0] for m in models]), models):
         if model is None:
-            model = fresh_model(cell, vocab_size, args.hidden, args.seed)
+            try:
+                model = fresh_model(cell, vocab_size, args.hidden, args.seed)
+            except ValueError as e:      # e.g. a Tensor RNN too large to build
+                raise TreelmError(str(e)) from None
             x, y = fresh_batch
         elif args.data == "ptb-char":
             x, y, _ = ptb_char_batch(args.length, args.batch, vocab)

@@ -179,6 +179,7 @@ def write_csv(results: list[FlowResult], path: str | Path) -> None:
     for r in results:
         for lag, v in enumerate(r.norms.tolist()):
             lines.append(f"{lag},{r.label},{v:.6e}")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -221,5 +222,6 @@ def plot(results: list[FlowResult], path: str | Path, title: str, decades: float
         title += "\nElman: vanishing guaranteed when σ_max(W_hh) < 1/γ (Pascanu et al. 2013)"
     ax.set_title(title, fontsize=10.5)
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)

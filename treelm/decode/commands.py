@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import textwrap
 from typing import Any, TextIO
@@ -72,11 +73,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.length < 0:
         raise TreelmError(f"--length must be >= 0, got {args.length}")
-    if args.temperature is not None and args.temperature < 0:
-        raise TreelmError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.temperature is not None and not 0 <= args.temperature < math.inf:
+        raise TreelmError(f"--temperature must be a finite number >= 0, got {args.temperature}")
     if args.top_k is not None and args.top_k < 1:
         raise TreelmError(f"--top-k must be >= 1, got {args.top_k}")
-    if args.top_p is not None and not 0 < args.top_p <= 1:
+    if args.top_p is not None and not 0 < args.top_p <= 1:  # also refuses nan
         raise TreelmError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.beam is not None:
         if args.beam < 1:

@@ -6,6 +6,7 @@ from typing import Any
 
 from torch import nn
 
+from treelm.config import check_kwargs
 from treelm.errors import ConfigError
 from treelm.models.lm import RNNLM
 
@@ -19,7 +20,9 @@ def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:
     kind = spec.pop("type", "lm")
     if kind not in MODELS:
         raise ConfigError(f"unknown model type {kind!r}; choose one of {', '.join(MODELS)}")
+    cls = MODELS[kind]
+    spec = check_kwargs(cls.__init__, spec, "model", getattr(cls, "RULES", None))
     try:
-        return MODELS[kind](**dims, **spec)
+        return cls(**dims, **spec)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"bad model options for {kind!r}: {e}") from None

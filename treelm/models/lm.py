@@ -24,7 +24,7 @@ The output projection is ``head`` (called ``decoder`` before; such checkpoints s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +47,10 @@ class LMOutput:
 
 
 class RNNLM(nn.Module):
+    RULES: ClassVar[dict[str, Any]] = {
+        "sizes": ">= 1", "embedding": ("learned", "onehot"), "dropout": "[0, 1)",
+        "dropouth": "[0, 1)", "dropouti": "[0, 1)", "dropoute": "[0, 1)", "wdrop": "[0, 1)"}
+
     def __init__(
         self,
         vocab_size: int,

@@ -35,7 +35,7 @@ class RNNStack(nn.Module):
     ) -> None:
         super().__init__()
         if len(sizes) < 2:
-            raise ValueError(f"sizes needs an input size and at least one layer, got {sizes}")
+            raise ValueError(f"sizes needs an input size and a layer at least, got {sizes}")
         self.sizes = list(sizes)
         self.dropouth = dropouth
         self.wdrop = wdrop

@@ -26,7 +26,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from treelm.errors import TreelmError
+from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.syntax.parse import input_lines, tokenize
 from treelm.syntax.report import TABLE_LABELS
 
@@ -276,6 +276,7 @@ def _levels_of(args: argparse.Namespace) -> tuple[Any, list[str], int, Any]:
 def cmd_plot(args: argparse.Namespace) -> int:
     from treelm.syntax.render import plot_sentence_levels
 
+    check_output(args.output, IMAGE_SUFFIXES, "plot")
     run, _, layer, lv = _levels_of(args)
     plot_sentence_levels(lv, args.output, layer, gate=args.gate, scale=args.scale,
                          style=args.style, with_tree=not args.no_tree, title=args.title,
@@ -318,6 +319,7 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
     from treelm.syntax.render import plot_tree
     from treelm.syntax.trees import read_bracket_tree, read_json_tree
 
+    check_output(args.output, IMAGE_SUFFIXES, "plot")
     if args.run:
         if args.json:
             raise TreelmError("--json reads a tree; with --run the argument is a sentence")

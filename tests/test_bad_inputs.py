@@ -1,0 +1,162 @@
+"""Bad input, every verb: exit 2, one line on stderr naming the problem, no traceback, and no
+run directory left behind. A new verb adds its cases to CASES.
+
+Each case is (id, argv, expected text in the message). ``{run}`` is a trained tiny ON-LSTM run,
+``{tmp}`` a fresh directory, ``{out}`` the run directory a failed ``train`` must not leave.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from treelm.cli import main
+
+TRAIN = ["train", "--config", "configs/tiny-lm.yaml", "--out", "{out}", "--quiet"]
+
+CASES: list[tuple[str, list[str], str]] = [
+    # ---------------------------------------------------------------- train: config values
+    ("lr-text", [*TRAIN, "train.lr=abc"], "train.lr = 'abc': expected a finite number"),
+    ("lr-negative", [*TRAIN, "train.lr=-1"], "train.lr = -1.0: must be > 0"),
+    ("lr-nan", [*TRAIN, "train.lr=.nan"], "train.lr"),
+    ("epochs-text", [*TRAIN, "train.epochs=abc"], "train.epochs = 'abc': expected an integer"),
+    ("epochs-zero", [*TRAIN, "train.epochs=0"], "train.epochs = 0: must be an integer >= 1"),
+    ("batch-float", [*TRAIN, "train.batch_size=2.5"], "train.batch_size = 2.5: expected an int"),
+    ("batch-zero", [*TRAIN, "train.batch_size=0"], "train.batch_size = 0"),
+    ("bptt-zero", [*TRAIN, "train.bptt=0"], "train.bptt = 0"),
+    ("clip-negative", [*TRAIN, "train.clip=-1"], "train.clip = -1.0: must be >= 0"),
+    ("optimizer", [*TRAIN, "train.optimizer=adamw"], "train.optimizer = 'adamw': choose one"),
+    ("schedule", [*TRAIN, "train.lr_schedule=cosine"], "train.lr_schedule = 'cosine'"),
+    ("linear-time", [*TRAIN, "train.lr_schedule=linear_time"], "needs train.max_minutes"),
+    ("bool-text", [*TRAIN, "train.variable_bptt=maybe"], "train.variable_bptt = 'maybe'"),
+    ("device-cuda", [*TRAIN, "train.device=cuda"], "no CUDA device"),
+    ("device-tpu", [*TRAIN, "train.device=tpu"], "train.device = 'tpu'"),
+    ("unknown-train", [*TRAIN, "train.bogus=1"], "unknown train options ['bogus']"),
+    ("dropout-text", [*TRAIN, "model.dropout=abc"], "model.dropout = 'abc'"),
+    ("dropout-range", [*TRAIN, "model.dropout=1.5"], "model.dropout = 1.5: must be in [0, 1)"),
+    ("sizes-text", [*TRAIN, "model.sizes=abc"], "model.sizes = 'abc': expected a list"),
+    ("sizes-short", [*TRAIN, "model.sizes=[16]"], "sizes needs an input size and a layer at least"),
+    ("sizes-zero", [*TRAIN, "model.sizes=[16,0]"], "model.sizes"),
+    ("cell", [*TRAIN, "model.cell=xyz"], "unknown cell 'xyz'"),
+    ("chunk", [*TRAIN, "model.cell_options={chunk_size: 7}"], "chunk"),
+    ("model-type", [*TRAIN, "model.type=gpt"], "unknown model type 'gpt'"),
+    ("model-option", [*TRAIN, "model.colour=red"], "colour"),
+    ("task", [*TRAIN, "task=translate"], "unknown task 'translate'"),
+    ("level", [*TRAIN, "data.level=chars"], "data.level = 'chars': choose one of word, char"),
+    ("tokenizer", [*TRAIN, "data.tokenizer=wordpiece"], "data.tokenizer = 'wordpiece'"),
+    ("level-vs-tokenizer", [*TRAIN, "data.level=char"], "contradict each other"),
+    ("split-text", [*TRAIN, "data.split=abc"], "data.split = 'abc': expected a list"),
+    ("split-sum", [*TRAIN, "data.split=[0.5,0.6,0.1]"], "summing to 1"),
+    ("source", [*TRAIN, "data.source=wiki"], "data.source = 'wiki'"),
+    ("ptb-with-file", [*TRAIN, "data.source=ptb"], "need data.source=files"),
+    ("file-and-train", [*TRAIN, "data.train=tests/data/tiny.txt"], "contradict each other"),
+    ("three-files-missing", [*TRAIN, "data.file=null", "data.train=tests/data/tiny.txt"],
+     "missing: data.valid, data.test"),
+    ("min-count", [*TRAIN, "data.min_count=0"], "data.min_count = 0"),
+    ("unknown-data", [*TRAIN, "data.lang=en"], "unknown data options ['lang']"),
+    ("override-form", [*TRAIN, "train.lr"], "not of the form key=value"),
+    ("override-section", [*TRAIN, "optim.lr=1"], "the key must start with one of"),
+    ("section-type", [*TRAIN, "train=3"], "train: expected a section"),
+    # ---------------------------------------------------------------- train: files and dirs
+    ("config-missing", ["train", "--config", "{tmp}/nope.yaml", "--out", "{out}"],
+     "no such config file"),
+    ("config-yaml", ["train", "--config", "{tmp}/bad.yaml", "--out", "{out}"], "not valid YAML"),
+    ("data-missing", [*TRAIN, "data.file={tmp}/no.txt"], "no.txt: no such file"),
+    ("data-empty", [*TRAIN, "data.file={tmp}/empty.txt"], "empty corpus"),
+    ("data-binary", [*TRAIN, "data.file={tmp}/binary.txt"], "not UTF-8"),
+    ("data-dir", [*TRAIN, "data.file={tmp}"], "is a directory"),
+    ("data-too-short", [*TRAIN, "data.file={tmp}/short.txt"], "too few"),
+    ("out-unwritable", ["train", "--config", "configs/tiny-lm.yaml", "--out",
+                        "{tmp}/empty.txt/run", "--quiet"], "cannot write the run directory"),
+    ("no-out", ["train", "--config", "configs/tiny-lm.yaml"], "train needs --config"),
+    ("resume-not-run", ["train", "--resume", "{tmp}"], "no such config file"),
+    ("resume-and-config", ["train", "--resume", "{run}", "--config", "configs/tiny-lm.yaml"],
+     "drop --config"),
+    ("out-exists", ["train", "--config", "configs/tiny-lm.yaml", "--out", "{run}"],
+     "already holds a run"),
+    # ---------------------------------------------------------------- eval
+    ("eval-not-run", ["eval", "{tmp}"], "not a treelm run directory"),
+    ("eval-missing", ["eval", "{tmp}/nothing"], "no such run directory"),
+    ("eval-batch", ["eval", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
+    ("eval-threads", ["eval", "{run}", "--threads", "0"], "--threads must be >= 1"),
+    # ---------------------------------------------------------------- generate, probe
+    ("gen-temperature-nan", ["generate", "{run}", "--temperature", "nan"], "--temperature"),
+    ("gen-temperature-neg", ["generate", "{run}", "--temperature", "-1"], "--temperature"),
+    ("gen-length", ["generate", "{run}", "--length", "-1"], "--length must be >= 0"),
+    ("gen-top-p", ["generate", "{run}", "--top-p", "2"], "--top-p must be in (0, 1]"),
+    ("gen-top-k", ["generate", "{run}", "--top-k", "0"], "--top-k must be >= 1"),
+    ("gen-beam", ["generate", "{run}", "--beam", "0"], "--beam must be >= 1"),
+    ("gen-beam-sample", ["generate", "{run}", "--beam", "2", "--temperature", "1"],
+     "--beam searches deterministically"),
+    ("gen-unknown", ["generate", "{run}", "--prompt", "the zyzzyvas"], "'zyzzyvas'"),
+    ("gen-not-run", ["generate", "{tmp}"], "not a treelm run directory"),
+    ("probe-top", ["probe", "{run}", "--prefix", "the", "--top", "0"], "--top must be >= 1"),
+    ("probe-unknown", ["probe", "{run}", "--prefix", "zyzzyvas"], "'zyzzyvas'"),
+    # ---------------------------------------------------------------- syntax verbs
+    ("parse-empty", ["parse", "{run}", ""], "the sentence is empty"),
+    ("parse-layer", ["parse", "{run}", "the cat", "--layer", "9"], "--layer 9"),
+    ("parse-layer-text", ["parse", "{run}", "the cat", "--layer", "top"], "--layer must be"),
+    ("parse-file", ["parse", "{run}", "--file", "{tmp}/none.txt"], "none.txt: cannot read"),
+    ("parse-both", ["parse", "{run}", "the cat", "--file", "{tmp}/short.txt"], "not both"),
+    ("parse-batch", ["parse", "{run}", "the cat", "--batch-size", "0"], "--batch-size"),
+    ("parse-unk", ["parse", "{run}", "the qqqzzz", "--unk", "error"], "qqqzzz"),
+    ("eval-parse-bank", ["eval-parse", "{run}", "--treebank", "{tmp}/nobank"], "nobank"),
+    ("plot-suffix", ["plot", "{run}", "the cat", "-o", "{tmp}/x.txt"], "x.txt"),
+    ("plot-dir", ["plot", "{run}", "the cat", "-o", "{tmp}"], "is a directory"),
+    ("plot-tree-bad", ["plot-tree", "((a b)", "-o", "{tmp}/t.png"], "malformed tree"),
+    ("plot-tree-suffix", ["plot-tree", "(a b)", "-o", "{tmp}/t.doc"], "must end in .png"),
+    ("plot-tree-layer", ["plot-tree", "(a b)", "--layer", "1", "-o", "{tmp}/t.png"],
+     "--layer needs --run"),
+    # ---------------------------------------------------------------- gradflow
+    ("gradflow-none", ["gradflow"], "needs either --runs"),
+    ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),
+    ("gradflow-png-dir", ["gradflow", "--cells", "elman", "--png", "{tmp}"], "is a directory"),
+    ("gradflow-csv", ["gradflow", "--cells", "elman", "--csv", "{tmp}/g.txt"], "end in .csv"),
+    ("gradflow-tensor", ["gradflow", "--cells", "tensor", "--hidden", "2000"], "M·H²"),
+    ("gradflow-length", ["gradflow", "--cells", "elman", "--length", "0"], "must be >= 1"),
+]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    os.chdir(ROOT)
+    run = tmp_path_factory.mktemp("bad") / "run"
+    assert main(["train", "--config", "configs/tiny-lm.yaml", "--out", str(run), "--quiet",
+                 "train.epochs=1"]) == 0
+    return run
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2(case, tiny_run, tmp_path, root, capsys):
+    os.chdir(root)
+    (tmp_path / "empty.txt").write_text("  \n")
+    (tmp_path / "binary.txt").write_bytes(b"ok\n\xff\xfe bad\n")
+    (tmp_path / "short.txt").write_text("one line only\n")
+    (tmp_path / "bad.yaml").write_text("train: [unclosed\n")
+    out = tmp_path / "out"
+    name, argv, expected = case
+    argv = [a.replace("{run}", str(tiny_run)).replace("{tmp}", str(tmp_path))
+            .replace("{out}", str(out)) for a in argv]
+    capsys.readouterr()
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, f"{name}: exit {rc}, stderr {err!r}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("treelm: error: "), err
+    assert "Traceback" not in err
+    assert expected in lines[0], lines[0]
+    assert not out.exists(), f"{name}: left {out} behind"
+
+
+def test_the_table_covers_every_verb():
+    from treelm.cli import build_parser
+
+    verbs = set(build_parser()._subparsers._group_actions[0].choices)
+    covered = {argv[0] for _, argv, _ in CASES}
+    assert verbs <= covered, sorted(verbs - covered)
+    assert len(CASES) >= 40
