@@ -38,7 +38,8 @@ def cells_section(path: Path, rec: dict) -> list[str]:
             if r["size"] != size:
                 continue
             if "error" in r:
-                out.append(f"| {r['model']} | – | – ({r['error'][:60]}) |")
+                reason = r["error"].split(";")[0]   # the clause that says why, whole
+                out.append(f"| {r['model']} | – | – ({reason}) |")
             else:
                 out.append(f"| {r['model']} | {r['train']['tokens_per_s']:,.0f} | "
                            f"{r['inference']['tokens_per_s']:,.0f} |")

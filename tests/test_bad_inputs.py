@@ -160,3 +160,9 @@ def test_the_table_covers_every_verb():
     covered = {argv[0] for _, argv, _ in CASES}
     assert verbs <= covered, sorted(verbs - covered)
     assert len(CASES) >= 40
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("treelm 0.")

@@ -16,12 +16,22 @@ EPILOG = """examples:
 """
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("treelm")
+    except PackageNotFoundError:      # run from a source tree that was not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="treelm",
         description="Sequence models that learn structure: train recurrent language models "
         "(ON-LSTM, LSTM, GRU, Elman, Jordan, MRNN, Tensor RNN) and evaluate them.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"treelm {_version()}")
     sub = p.add_subparsers(dest="verb", metavar="VERB")
 
     from treelm.train.commands import add_eval, add_train

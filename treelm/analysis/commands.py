@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
@@ -16,30 +15,10 @@ GRADFLOW_EPILOG = """examples:
 """
 
 
-def _labels(names: list[str]) -> list[str]:
-    """Unique labels: the names themselves, suffixed #2, #3 … where repeated."""
-    seen: dict[str, int] = {}
-    out = []
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out.append(n if seen[n] == 1 else f"{n}#{seen[n]}")
-    return out
-
-
 def cmd_gradflow(args: argparse.Namespace) -> int:
     import torch
 
-    from treelm.analysis.gradflow import (
-        FlowResult,
-        elman_bounds,
-        fresh_model,
-        grad_flow,
-        plot,
-        ptb_char_batch,
-        random_batch,
-        write_csv,
-    )
-    from treelm.cells import CELLS
+    from treelm.analysis.gradflow import flow_study, plot, study_title, write_csv
 
     if bool(args.runs) == bool(args.cells):
         raise TreelmError("gradflow needs either --runs RUN_DIR ... or --cells CELL ...")
@@ -49,60 +28,18 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
     check_output(args.csv, (".csv",), "table")
     if args.threads:
         torch.set_num_threads(args.threads)
-    models: list[tuple[str, str, Any, Any]] = []      # (name, cell, model, vocab or None)
-    if args.cells:
-        bad = [c for c in args.cells if c not in CELLS]
-        if bad:
-            raise TreelmError(f"unknown cell {bad[0]!r}; choose from {', '.join(CELLS)}")
-        for c in args.cells:
-            models.append((c, c, None, None))
-    else:
-        from treelm.run import load_run
-
-        for d in args.runs:
-            r = load_run(d, args.checkpoint, expect="lm")
-            cell = r.cfg.get("model", {}).get("cell", "lstm")
-            models.append((f"{cell}:{Path(d).name}", cell, r.model, r.vocab))
-        if len({m[1] for m in models}) == len(models):          # cell names are unique labels
-            models = [(m[1], *m[1:]) for m in models]
-
-    fresh_batch = None
-    if args.cells:
-        if args.data == "ptb-char":
-            x, y, vocab = ptb_char_batch(args.length, args.batch)
-            fresh_batch, vocab_size = (x, y), len(vocab)
-        else:
-            vocab_size = args.vocab
-            fresh_batch = random_batch(vocab_size, args.length, args.batch, args.seed)
-
-    results = []
-    for label, (_, cell, model, vocab) in zip(_labels([m[0] for m in models]), models):
-        if model is None:
-            try:
-                model = fresh_model(cell, vocab_size, args.hidden, args.seed)
-            except ValueError as e:      # e.g. a Tensor RNN too large to build
-                raise TreelmError(str(e)) from None
-            x, y = fresh_batch
-        elif args.data == "ptb-char":
-            x, y, _ = ptb_char_batch(args.length, args.batch, vocab)
-        else:
-            x, y = random_batch(len(vocab), args.length, args.batch, args.seed)
-        norms = grad_flow(model, x, y, wrt=args.wrt)
-        res = FlowResult(label, cell, norms, elman_bounds(model))
-        results.append(res)
-        T = args.length
-        picks = [k for k in (0, 1, 10, 50, T) if k <= T]
-        cells = "  ".join(f"lag {k}: {float(norms[k]):.3e}" for k in sorted(set(picks)))
-        print(f"{label:<12} {cells}")
+    results = flow_study(cells=args.cells, runs=args.runs, hidden=args.hidden,
+                         length=args.length, batch=args.batch, seed=args.seed, data=args.data,
+                         vocab_size=args.vocab, wrt=args.wrt, checkpoint=args.checkpoint)
+    for res in results:
+        picks = sorted({k for k in (0, 1, 10, 50, args.length) if k <= args.length})
+        print(f"{res.label:<12} " + "  ".join(f"lag {k}: {float(res.norms[k]):.3e}"
+                                             for k in picks))
         for b in res.elman:
             print(f"{'':<12} Pascanu et al. 2013 bound, {b.describe()}")
-
     write_csv(results, args.csv)
-    what = "fresh cells" if args.cells else "trained runs"
-    hidden = f", H = {args.hidden}" if args.cells else ""
-    title = (f"Gradient flow, {what}: T = {args.length}, B = {args.batch}{hidden}, "
-             f"{args.data} data, L_T = last-step loss")
-    plot(results, args.png, title)
+    plot(results, args.png, study_title(bool(args.cells), args.length, args.batch, args.hidden,
+                                        args.data))
     print(f"wrote {args.csv} and {args.png}")
     return 0
 

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells import Elman
+from treelm.errors import TreelmError
 
 GAMMA = {"tanh": 1.0, "relu": 1.0, "linear": 1.0, "sigmoid": 0.25}
 """γ = sup |σ'| of each activation (relu and linear: 1)."""
@@ -225,3 +226,64 @@ def plot(results: list[FlowResult], path: str | Path, title: str, decades: float
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
+
+
+def _labels(names: list[str]) -> list[str]:
+    """Unique labels: the names themselves, suffixed #2, #3 … where repeated."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n}#{seen[n]}")
+    return out
+
+
+def flow_study(cells: list[str] | None = None, runs: list[str] | None = None, *,
+               hidden: int = 128, length: int = 100, batch: int = 32, seed: int = 0,
+               data: str = "random", vocab_size: int = 50, wrt: str = "h",
+               checkpoint: str = "best") -> list[FlowResult]:
+    """Gradient flow of fresh ``cells`` (size ``hidden``, one shared batch) or of trained
+    ``runs`` (each on a batch of its own vocabulary), ``length`` steps of ``data`` (``random``
+    symbols or the start of the ``ptb-char`` training text)."""
+    from treelm.cells import CELLS
+    from treelm.run import load_run
+
+    models: list[tuple[str, str, Any, Any]] = []      # (name, cell, model, vocab or None)
+    for c in cells or []:
+        if c not in CELLS:
+            raise TreelmError(f"unknown cell {c!r}; choose from {', '.join(CELLS)}")
+        models.append((c, c, None, None))
+    for d in runs or []:
+        r = load_run(d, checkpoint, expect="lm")
+        cell = r.cfg.get("model", {}).get("cell", "lstm")
+        models.append((f"{cell}:{Path(d).name}", cell, r.model, r.vocab))
+    if runs and len({m[1] for m in models}) == len(models):     # cell names are unique labels
+        models = [(m[1], *m[1:]) for m in models]
+    if cells:
+        if data == "ptb-char":
+            x0, y0, vocab = ptb_char_batch(length, batch)
+            vocab_size = len(vocab)
+        else:
+            x0, y0 = random_batch(vocab_size, length, batch, seed)
+    results = []
+    for label, (_, cell, model, vocab) in zip(_labels([m[0] for m in models]), models):
+        if model is None:
+            try:
+                model = fresh_model(cell, vocab_size, hidden, seed)
+            except ValueError as e:      # e.g. a Tensor RNN too large to build
+                raise TreelmError(str(e)) from None
+            x, y = x0, y0
+        elif data == "ptb-char":
+            x, y, _ = ptb_char_batch(length, batch, vocab)
+        else:
+            x, y = random_batch(len(vocab), length, batch, seed)
+        norms = grad_flow(model, x, y, wrt=wrt)
+        results.append(FlowResult(label, cell, norms, elman_bounds(model)))
+    return results
+
+
+def study_title(fresh: bool, length: int, batch: int, hidden: int, data: str) -> str:
+    what = "fresh cells" if fresh else "trained runs"
+    size = f", H = {hidden}" if fresh else ""
+    return (f"Gradient flow, {what}: T = {length}, B = {batch}{size}, {data} data, "
+            "L_T = last-step loss")
