@@ -191,3 +191,101 @@ def test_sentencepiece_lm_trains_and_generates(tmp_path, root, capsys):
     assert "ppl" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert main(["generate", str(run), "--prompt", "the company", "--length", "5"]) == 0
     assert capsys.readouterr().out.startswith("the company")
+
+
+def _wait_for(run: Path, pred, proc, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        m = RunFiles(run).metrics                 # read as text: a line may be half written
+        lines = m.read_text().splitlines() if m.exists() else []
+        if pred(lines):
+            return
+        time.sleep(0.02)
+
+
+def test_three_interrupts_lose_nothing(tmp_path, root):
+    """SIGINT, SIGTERM, SIGINT at three points of a run, each followed by --resume: the same
+    curve and weights as one uninterrupted run (nothing lost beyond the batch in progress)."""
+    os.chdir(root)
+    common = ["train.epochs=4", "train.log_interval=5"]
+    ref = tmp_path / "ref"
+    _train(ref, *common)
+    run = tmp_path / "stopped"
+    steps = []
+    for k, sig in enumerate((signal.SIGINT, signal.SIGTERM, signal.SIGINT)):
+        if k == 0:
+            cmd = ["train", "--config", CFG, "--out", str(run), *common]
+        else:
+            cmd = ["train", "--resume", str(run)]
+        proc = subprocess.Popen([sys.executable, "-m", "treelm.cli", *cmd], cwd=root,
+                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        _wait_for(run, lambda ls, k=k: any(f'"epoch": {k + 2}' in l for l in ls), proc)
+        proc.send_signal(sig)
+        err = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 130, err
+        assert "saved a checkpoint at step" in err and "--resume" in err, err
+        steps.append(int(err.split("checkpoint at step ")[1].split()[0]))
+    assert steps == sorted(steps) and len(set(steps)) == 3
+    assert main(["train", "--resume", str(run), "--quiet"]) == 0
+
+    def curve(r: Path) -> list[tuple]:
+        return [(m["event"], m["step"], round(m.get("loss", m.get("best_valid_loss")), 6))
+                for m in _metrics(r)]
+
+    assert curve(ref) == curve(run)
+    wa, wb = _weights(ref), _weights(run)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_failed_start_leaves_nothing_and_killed_start_resumes(tmp_path, root):
+    os.chdir(root)
+    out = tmp_path / "r"
+    assert main(["train", "--config", CFG, "--out", str(out), "train.lr=-1"]) == 2
+    assert not out.exists()
+    # a run killed right after it started has its step-0 checkpoint: --resume works
+    proc = subprocess.Popen([sys.executable, "-m", "treelm.cli", "train", "--config", CFG,
+                             "--out", str(out), "--quiet", "train.epochs=50"], cwd=root)
+    _wait_for(out, lambda ls: True, proc)
+    deadline = time.time() + 60
+    while not (out / "checkpoint.json").exists() and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert main(["train", "--resume", str(out), "--quiet", "train.epochs=1"]) == 0
+
+
+def test_data_paths_are_absolute_and_changes_are_noticed(tmp_path, root, capsys):
+    """The saved config names data files absolutely (eval works from any directory), and eval
+    and resume warn in one line when a data file changed after training."""
+    import shutil
+
+    data = tmp_path / "corpus.txt"
+    shutil.copy(root / "tests/data/tiny.txt", data)
+    os.chdir(tmp_path)
+    run = tmp_path / "r"
+    assert main(["train", "--config", str(root / CFG), "--out", "r", "--quiet",
+                 "data.file=corpus.txt", "train.epochs=1"]) == 0
+    saved = (run / "config.yaml").read_text()
+    assert f"file: {data}" in saved
+    os.chdir(root)
+    capsys.readouterr()
+    assert main(["eval", str(run)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    with open(data, "a") as f:
+        f.write("one more line of text\n")
+    assert main(["eval", str(run)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "corpus.txt changed since the run was trained" in err[0]
+    assert main(["train", "--resume", str(run), "--quiet", "train.epochs=2"]) == 0
+    assert "changed since the run was trained" in capsys.readouterr().err
+
+
+def test_plain_progress_lines_without_a_terminal(tmp_path, root, capsys):
+    """Under nohup or in a log (stderr not a terminal): a line every progress_seconds with
+    tokens/s, loss, the epoch's ETA and the budget left."""
+    os.chdir(root)
+    assert main(["train", "--config", CFG, "--out", str(tmp_path / "r"), "train.epochs=1",
+                 "train.progress_seconds=0.001", "train.max_minutes=30"]) == 0
+    lines = [l for l in capsys.readouterr().err.splitlines() if "epoch ETA" in l]
+    assert lines, "no progress line"
+    assert all("tok/s" in l and "loss" in l and "left of budget" in l for l in lines)

@@ -9,6 +9,7 @@ verbs declare their common options with :func:`add_run_options` and open the run
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,8 @@ def load_run(path: str | Path, which: str = "best", expect: str | None = None) -
     if expect is not None and cls.name != expect:
         raise CheckpointError(f"{files.path}: holds a {cls.name!r} run; this command needs a "
                               f"{expect!r} run")
+    for line in files.changed_data():
+        print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
     task = cls.open(cfg, task_options(cls, cfg), files, torch.device("cpu"))
     model = build_model(cfg.get("model", {}), **task.model_dims())
     load_weights(files.path, model, which, model_signature(cfg))
