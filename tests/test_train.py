@@ -289,3 +289,17 @@ def test_plain_progress_lines_without_a_terminal(tmp_path, root, capsys):
     lines = [l for l in capsys.readouterr().err.splitlines() if "epoch ETA" in l]
     assert lines, "no progress line"
     assert all("tok/s" in l and "loss" in l and "left of budget" in l for l in lines)
+
+
+def test_three_file_route_from_the_command_line(tmp_path, root, capsys):
+    """data.file=null removes the key, so the three-file route works with overrides alone."""
+    os.chdir(root)
+    lines = (root / "tests/data/tiny.txt").read_text().splitlines()
+    for name, part in (("tr", lines[:80]), ("va", lines[80:90]), ("te", lines[90:])):
+        (tmp_path / f"{name}.txt").write_text("\n".join(part) + "\n")
+    run = tmp_path / "r"
+    assert main(["train", "--config", CFG, "--out", str(run), "--quiet", "train.epochs=1",
+                 "data.file=null", "data.split=null", f"data.train={tmp_path / 'tr.txt'}",
+                 f"data.valid={tmp_path / 'va.txt'}", f"data.test={tmp_path / 'te.txt'}"]) == 0
+    assert "file:" not in (run / "config.yaml").read_text()
+    assert main(["eval", str(run), "--split", "test"]) == 0

@@ -4,7 +4,8 @@ A config has these top-level keys (see ``configs/*.yaml`` for commented defaults
 ``task`` (the kind of work, :data:`treelm.tasks.TASKS`; default ``lm``), ``data`` (read by the
 task), ``model`` (:mod:`treelm.models`) and ``train`` (the loop's
 :class:`treelm.train.config.TrainConfig` plus the task's own options, such as batch sizes).
-Overrides use dotted keys and YAML values: ``train.lr=0.002 model.sizes=[200,200]``.
+Overrides use dotted keys and YAML values: ``train.lr=0.002 model.sizes=[200,200]``;
+``key=null`` removes a key (e.g. ``data.file=null data.train=a.txt ...``).
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: {p} is not a section")
-        node[parts[-1]] = value
+        if value is None:   # key=null removes the key (its default applies again)
+            node.pop(parts[-1], None)
+        else:
+            node[parts[-1]] = value
     return cfg
 
 
