@@ -68,21 +68,25 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args()
     results = {}
-    env, commit = dict(os.environ), _commit(Path.cwd())
+    env, commit, where = dict(os.environ), _commit(Path.cwd()), None
     if args.checkout:
-        env["PYTHONPATH"] = str(Path(args.checkout).resolve())
+        # run inside the checkout: `python -m` puts the working directory first on sys.path,
+        # ahead of PYTHONPATH and of an editable install of this tree
+        where = str(Path(args.checkout).resolve())
+        env["PYTHONPATH"] = where
         commit = _commit(Path(args.checkout))
     suffix = args.name_suffix + (f"@{commit[:7]}" if args.checkout else "")
     for cfg in args.configs:
         name = Path(cfg).stem + suffix
         run = Path(args.runs) / name
         every = args.eval_every or max(0.5, args.minutes / 12)
-        cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", cfg, "--out", str(run),
+        cmd = [sys.executable, "-m", "treelm.cli", "train", "--config",
+               str(Path(cfg).resolve()), "--out", str(run.resolve()),
                "--force", f"train.max_minutes={args.minutes}", f"train.eval_every_minutes={every}",
                f"train.threads={args.threads}", "train.epochs=100000", *args.overrides]
         if not args.no_train:
             print("+", " ".join(cmd), file=sys.stderr, flush=True)
-            subprocess.run(cmd, check=True, env=env)
+            subprocess.run(cmd, check=True, env=env, cwd=where)
         res = summarize(run, args.minutes)
         res["config"] = cfg
         res["run_dir"] = str(run)
