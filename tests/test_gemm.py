@@ -1,0 +1,239 @@
+"""The GEMM backend selection of :mod:`treelm.kernels.gemm`: every backend's product is right, a
+shape is measured once per process, overrides are obeyed, unusable backends fall back to ``mm``.
+
+No assertion depends on how fast anything ran: where the choice itself is tested, the measurement
+is replaced by fixed figures."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from treelm.kernels import gemm
+from treelm.kernels.gemm import FixedMatmul, Measurement
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No measurement or override leaks in or out; ``$TREELM_GEMM`` unset."""
+    monkeypatch.delenv(gemm.ENV_VAR, raising=False)
+    gemm.clear_cache()
+    gemm.set_backend(None)
+    yield
+    gemm.set_backend(None)
+    gemm.clear_cache()
+
+
+def _counting_measure(monkeypatch: pytest.MonkeyPatch,
+                      candidates: list[tuple[str, ...]] | None = None) -> list[tuple[int, ...]]:
+    """Make ``_measure`` record the (weight shape, batch, transpose) it is called with, and the
+    backends it tries in ``candidates``; it still measures."""
+    calls: list[tuple[int, ...]] = []
+    real = gemm._measure
+
+    def measure(weight, batch, transpose, tried):
+        calls.append((*weight.shape, batch, int(transpose)))
+        if candidates is not None:
+            candidates.append(tried)
+        return real(weight, batch, transpose, tried)
+
+    monkeypatch.setattr(gemm, "_measure", measure)
+    return calls
+
+
+@pytest.mark.parametrize("backend", gemm.usable_backends(torch.float32))
+@pytest.mark.parametrize("transpose", [False, True])
+def test_every_backend_computes_the_product(backend: str, transpose: bool) -> None:
+    torch.manual_seed(0)
+    w = torch.randn(24, 16)
+    B = 5
+    a = torch.randn(B, 24 if transpose else 16)
+    want = a @ (w if transpose else w.t())
+    add = torch.randn_like(want)
+    with gemm.use_backend(backend):
+        fm = FixedMatmul(w, B, transpose=transpose, steps=10)
+    assert fm.backend == backend
+    torch.testing.assert_close(fm(a), want, atol=1e-5, rtol=1e-5)
+    out = torch.empty_like(want)
+    r = fm(a, add=add, out=out)
+    assert r.data_ptr() == out.data_ptr()
+    torch.testing.assert_close(out, add + want, atol=1e-5, rtol=1e-5)
+    fm(a, out=out)
+    torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
+
+
+def test_a_shape_is_measured_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    if len(gemm.usable_backends(torch.float32)) < 2:
+        pytest.skip("one GEMM backend only: nothing is measured")
+    calls = _counting_measure(monkeypatch)
+    w = torch.randn(40, 12)
+    first = FixedMatmul(w, 4, steps=7)
+    again = FixedMatmul(torch.randn(40, 12), 4, steps=7)          # same shape, other values
+    assert calls == [(40, 12, 4, 0)]
+    assert again.backend == first.backend
+    FixedMatmul(w, 4, steps=1)                     # another loop length: same measurement
+    assert len(calls) == 1
+    FixedMatmul(w, 4, transpose=True, steps=7)     # a·W: another product
+    FixedMatmul(w, 3, steps=7)                     # another batch
+    assert calls == [(40, 12, 4, 0), (40, 12, 4, 1), (40, 12, 3, 0)]
+    assert {r["how"] for r in gemm.decisions()} == {"measured"}
+    gemm.clear_cache()
+    FixedMatmul(w, 4, steps=7)
+    assert len(calls) == 4
+
+
+def test_thread_count_is_part_of_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    if len(gemm.usable_backends(torch.float32)) < 2:
+        pytest.skip("one GEMM backend only: nothing is measured")
+    calls = _counting_measure(monkeypatch)
+    w = torch.randn(30, 10)
+    threads = torch.get_num_threads()
+    FixedMatmul(w, 2, steps=5)
+    try:
+        torch.set_num_threads(1 if threads > 1 else 2)
+        FixedMatmul(w, 2, steps=5)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("backend", gemm.BACKENDS)
+def test_override_is_obeyed_and_not_measured(backend: str, monkeypatch) -> None:
+    calls = _counting_measure(monkeypatch)
+    w = torch.randn(20, 8)
+    expect = backend if backend in gemm.usable_backends(w.dtype) else "mm"
+    with gemm.use_backend(backend):
+        assert gemm.requested_backend() == backend
+        assert FixedMatmul(w, 3, steps=4).backend == expect
+    assert gemm.requested_backend() == "auto"
+    monkeypatch.setenv(gemm.ENV_VAR, backend)
+    assert FixedMatmul(w, 3, steps=4).backend == expect
+    assert calls == []
+    (row,) = [r for r in gemm.decisions() if r["requested"] == backend]
+    assert row["how"] == ("forced" if expect == backend else "fallback")
+
+
+def test_set_backend_beats_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(gemm.ENV_VAR, "onednn")
+    assert gemm.requested_backend() == "onednn"
+    gemm.set_backend("mm")
+    assert gemm.requested_backend() == "mm"
+    with gemm.use_backend("auto"):
+        assert gemm.requested_backend() == "auto"
+    assert gemm.requested_backend() == "mm"
+    gemm.set_backend(None)
+    assert gemm.requested_backend() == "onednn"
+
+
+def test_unknown_backend_names_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="unknown GEMM backend"):
+        gemm.set_backend("blas")
+    monkeypatch.setenv(gemm.ENV_VAR, "cublas")
+    with pytest.raises(ValueError, match="TREELM_GEMM"):
+        FixedMatmul(torch.randn(4, 4), 2)
+
+
+@pytest.mark.parametrize("missing", ["mkl", "onednn"])
+def test_unavailable_backend_falls_back(missing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build without the ops: forcing the backend gives ``mm``; auto never tries it."""
+    monkeypatch.setitem(gemm._AVAILABLE, missing, False)
+    assert missing not in gemm.available_backends()
+    w = torch.randn(16, 8)
+    with gemm.use_backend(missing):
+        fm = FixedMatmul(w, 2, steps=3)
+    assert fm.backend == "mm"
+    assert gemm.decisions()[-1]["how"] == "fallback"
+    a = torch.randn(2, 8)
+    torch.testing.assert_close(fm(a), a @ w.t())
+    tried: list[tuple[str, ...]] = []
+    _counting_measure(monkeypatch, tried)
+    assert FixedMatmul(w, 2, steps=3).backend != missing
+    assert all(missing not in c for c in tried)
+
+
+def test_backend_failing_at_packing_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend whose packing raises (a dtype or CPU it cannot serve) is skipped when measuring
+    and replaced by ``mm`` when forced."""
+    usable = gemm.usable_backends(torch.float32)
+    packed = [b for b in usable if b != "mm"]
+    if not packed:
+        pytest.skip("no packed GEMM backend in this build")
+    real_pack = gemm._pack
+
+    def pack(backend, weight, batch, transpose):
+        if backend == packed[0]:
+            raise RuntimeError("cannot pack here")
+        return real_pack(backend, weight, batch, transpose)
+
+    monkeypatch.setattr(gemm, "_pack", pack)
+    w = torch.randn(32, 16)
+    fm = FixedMatmul(w, 4, steps=10)
+    assert fm.backend != packed[0]
+    (row,) = gemm.decisions()
+    assert packed[0] in row["failed"] and packed[0] not in row["call_ms"]
+    with gemm.use_backend(packed[0]):
+        fm = FixedMatmul(w, 4, steps=10)
+    assert fm.backend == "mm" and gemm.decisions()[-1]["how"] == "fallback"
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int64])
+def test_dtypes_without_packed_backends_use_mm(dtype: torch.dtype, monkeypatch) -> None:
+    calls = _counting_measure(monkeypatch)
+    w = torch.ones(6, 4, dtype=dtype)
+    a = torch.ones(3, 4, dtype=dtype)
+    for forced in ("auto", "mkl"):
+        with gemm.use_backend(forced):
+            fm = FixedMatmul(w, 3, steps=5)
+        assert fm.backend == "mm"
+        if dtype != torch.float16:              # half GEMMs on CPU: not every build has them
+            torch.testing.assert_close(fm(a), a @ w.t())
+    assert calls == []
+    assert [r["how"] for r in gemm.decisions()] == ["only", "fallback"]
+
+
+def test_non_cpu_tensors_use_mm() -> None:
+    assert gemm.usable_backends(torch.float32, "meta") == ("mm",)
+    w = torch.empty(6, 4, device="meta")
+    with gemm.use_backend("onednn"):
+        assert FixedMatmul(w, 3).backend == "mm"
+    assert FixedMatmul(w, 3).backend == "mm"
+    assert FixedMatmul(w, 3)(torch.empty(3, 4, device="meta")).shape == (3, 6)
+
+
+def test_choice_weighs_packing_against_steps_and_prefers_the_simpler_on_a_tie() -> None:
+    m = Measurement(call_ms={"mm": 2.5, "mkl": 3.0, "onednn": 1.2},
+                    pack_ms={"mkl": 8.0, "onednn": 3.0})
+    assert m.best(70) == "onednn"             # 87 ms against 175 ms
+    assert m.best(1) == "mm"                  # 2.5 ms against 4.2 ms: packing does not pay
+    tie = Measurement(call_ms={"mm": 1.0, "mkl": 0.95, "onednn": 0.93},
+                      pack_ms={"mkl": 0.0, "onednn": 0.0})
+    assert tie.best(10) == "mm"               # within the margin: the first in BACKENDS order
+    clear = Measurement(call_ms={"mm": 1.0, "mkl": 0.5, "onednn": 0.49},
+                        pack_ms={"mkl": 0.0, "onednn": 0.0})
+    assert clear.best(10) == "mkl"            # onednn is not more than 10% cheaper than mkl
+
+
+def test_decision_is_logged_once_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    w = torch.randn(20, 10)
+    with caplog.at_level(logging.DEBUG, logger="treelm.kernels.gemm"):
+        FixedMatmul(w, 2, steps=6)
+        FixedMatmul(w, 2, steps=6)
+    msgs = [r.getMessage() for r in caplog.records if r.name == "treelm.kernels.gemm"]
+    assert len(msgs) == 1 and "(2×10)·(10×20)" in msgs[0] and "6 steps" in msgs[0]
+    assert all(r.levelno == logging.DEBUG for r in caplog.records)
+
+
+def test_decisions_are_json_ready() -> None:
+    import json
+
+    FixedMatmul(torch.randn(20, 10), 2, steps=6)
+    with gemm.use_backend("mm"):
+        FixedMatmul(torch.randn(20, 10), 2, transpose=True, steps=6)
+    rows = json.loads(json.dumps(gemm.decisions()))
+    assert [r["product"] for r in rows] == ["(2x10)·(10x20)", "(2x20)·(20x10)"]
+    assert rows[1]["backend"] == "mm" and rows[1]["how"] == "forced"
+    gemm.clear_decisions()
+    assert gemm.decisions() == []

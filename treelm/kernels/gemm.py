@@ -1,0 +1,404 @@
+"""Products ``a @ Wᵀ`` (or ``a @ W``) against one weight ``W`` reused for many small ``a``, on the
+GEMM backend that is fastest on this machine, chosen by measuring.
+
+A recurrent loop multiplies ``T`` operands ``a_t`` (B, K) by the same weight, B small (20-64). A
+CPU build of PyTorch offers three ways to do it:
+
+* ``"mm"``: ``torch.mm`` / ``torch.addmm`` (MKL's sgemm on x86), reading ``W`` as it is each call;
+* ``"mkl"``: MKL's packed GEMM (``torch.ops.mkl._mkl_reorder_linear_weight`` once, then
+  ``torch.ops.mkl._mkl_linear``), as inductor does for frozen linear layers;
+* ``"onednn"``: oneDNN's packed linear (``torch.ops.mkldnn._reorder_linear_weight`` once, then
+  ``torch.ops.mkldnn._linear_pointwise``); float32 and bfloat16 only.
+
+Which one wins depends on the CPU, not on the code: MKL picks its fastest kernels by vendor, oneDNN
+by instruction set. At (20×1150)·(1150×4830) one step took 0.94× ``nn.LSTM``'s speed on an Intel
+Xeon with MKL packed, but on an AMD EPYC MKL packed needs 3.9 ms where oneDNN packed needs 1.1 ms.
+So nothing here names a vendor: the first time a product shape is seen (per process, dtype, device
+and thread count), each usable backend packs the weight and runs the product a few times, in turns
+(see :func:`_measure`); that takes a few milliseconds for small shapes and about 0.1-0.3 s at the
+paper's size, once. The choice for a loop of ``steps`` products minimises ``pack + steps · call``,
+so a single-step call (decoding one token) does not pay for a packing that a 70-step sequence
+amortises. Near ties go to the simpler backend (:data:`BACKENDS` order, within
+:data:`TIE_MARGIN`) so that the choice, and with it the rounding, does not flip between runs on
+noise. Every backend computes the same product in float32 arithmetic; they differ only in
+summation order (oneDNN's results differ from MKL's by a few float32 ulps).
+
+Overrides (tests, benchmarks, reproducing a run bit for bit): the environment variable
+``TREELM_GEMM=auto|mkl|onednn|mm``, or :func:`set_backend` / the context manager
+:func:`use_backend`, which take precedence over it. A forced backend that cannot run the product
+(ops missing from this build, dtype, non-CPU tensor) falls back to ``"mm"``. Non-CPU tensors and
+dtypes no packed backend takes (float64, float16 here) always use ``"mm"`` without measuring.
+Choices are logged once each at debug level (logger ``treelm.kernels.gemm``) and listed by
+:func:`decisions` for benchmark records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "BACKENDS",
+    "ENV_VAR",
+    "FixedMatmul",
+    "available_backends",
+    "clear_cache",
+    "clear_decisions",
+    "decisions",
+    "requested_backend",
+    "set_backend",
+    "usable_backends",
+    "use_backend",
+]
+
+_log = logging.getLogger(__name__)
+
+# In order of preference on a near tie: the plain product needs no packing and is what the rest of
+# PyTorch does; MKL packed is the older, well-trodden path.
+BACKENDS = ("mm", "mkl", "onednn")
+CHOICES = ("auto", *BACKENDS)
+ENV_VAR = "TREELM_GEMM"
+REPEATS = 3              # timed rounds over the backends (the best per backend counts)
+MIN_TIMED_S = 2e-4       # tiny products are timed in batches of calls lasting at least this long
+TIE_MARGIN = 0.1         # a later backend must be more than 10% cheaper to displace an earlier one
+
+_PACKED_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
+    "mkl": (torch.float32,),
+    "onednn": (torch.float32, torch.bfloat16),
+}
+
+
+def _probe() -> dict[str, bool]:
+    """Which backends this PyTorch build has the ops for (a build without MKL or oneDNN, or a
+    future one that renames these internal ops, falls back to ``"mm"``)."""
+
+    def has(ns: str, *ops: str) -> bool:
+        try:
+            return all(hasattr(getattr(torch.ops, ns), op) for op in ops)
+        except (AttributeError, RuntimeError):
+            return False
+
+    try:
+        mkl = torch.backends.mkl.is_available()
+    except (AttributeError, RuntimeError):
+        mkl = False
+    try:
+        onednn = torch.backends.mkldnn.is_available()
+    except (AttributeError, RuntimeError):
+        onednn = False
+    return {
+        "mm": True,
+        "mkl": mkl and has("mkl", "_mkl_reorder_linear_weight", "_mkl_linear"),
+        "onednn": onednn and has("mkldnn", "_reorder_linear_weight", "_linear_pointwise"),
+    }
+
+
+_AVAILABLE = _probe()
+
+
+def available_backends() -> tuple[str, ...]:
+    """Backends whose ops this PyTorch build has (``"mm"`` always)."""
+    return tuple(b for b in BACKENDS if _AVAILABLE[b])
+
+
+def usable_backends(dtype: torch.dtype, device: torch.device | str = "cpu") -> tuple[str, ...]:
+    """Backends that can run a product of ``dtype`` on ``device`` (``"mm"`` always)."""
+    if torch.device(device).type != "cpu":
+        return ("mm",)
+    return tuple(b for b in available_backends() if b == "mm" or dtype in _PACKED_DTYPES[b])
+
+
+# ------------------------------------------------------------------------------- overrides
+
+_override: str | None = None
+
+
+def _check(name: str, source: str) -> str:
+    if name not in CHOICES:
+        raise ValueError(f"unknown GEMM backend {name!r} ({source}); choose one of {CHOICES}")
+    return name
+
+
+def set_backend(name: str | None) -> None:
+    """Force a backend for the whole process (``"auto"`` measures; ``None`` defers to
+    ``$TREELM_GEMM``, default ``"auto"``)."""
+    global _override
+    _override = None if name is None else _check(name, "set_backend")
+
+
+@contextlib.contextmanager
+def use_backend(name: str) -> Iterator[None]:
+    """``with use_backend("onednn"): ...``: :func:`set_backend` for the block, restored after.
+
+    Process-wide rather than per thread on purpose: autograd may run a backward pass on another
+    thread, and the backward products must follow the same override.
+    """
+    global _override
+    previous = _override
+    set_backend(name)
+    try:
+        yield
+    finally:
+        _override = previous
+
+
+def requested_backend() -> str:
+    """What is asked for now: the :func:`set_backend` override, else ``$TREELM_GEMM``, else
+    ``"auto"``."""
+    if _override is not None:
+        return _override
+    return _check(os.environ.get(ENV_VAR, "auto").strip().lower() or "auto", f"${ENV_VAR}")
+
+
+# ---------------------------------------------------------------------------------- products
+
+Product = Callable[[Tensor], Tensor]
+
+
+def _transpose_contiguous(w: Tensor, block: int = 256) -> Tensor:
+    """``w.t().contiguous()``, copied in row blocks (several times faster for large ``w``)."""
+    out = w.new_empty(w.shape[1], w.shape[0])
+    for i in range(0, w.shape[0], block):
+        out[:, i : i + block].copy_(w[i : i + block].t())
+    return out
+
+
+def _pack(backend: str, weight: Tensor, batch: int, transpose: bool) -> Product:
+    """``a -> a @ Wᵀ`` (``a @ W`` with ``transpose``) with the weight packed for ``backend``.
+
+    Both packed backends take the (N, K) operand of ``a @ Wᵀ`` contiguous; for ``a @ W`` that is
+    a transposed copy (a block copy beats letting the packing read a strided view, 7 against 14 ms
+    at 4830×1150).
+    """
+    w = _transpose_contiguous(weight) if transpose else weight.contiguous()
+    if backend == "mkl":
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(w, batch)
+        return lambda a: torch.ops.mkl._mkl_linear(a, packed, w, None, batch)
+    if backend == "onednn":
+        packed = torch.ops.mkldnn._reorder_linear_weight(w, batch)
+        return lambda a: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
+    raise ValueError(f"{backend!r} is not a packed GEMM backend")
+
+
+def _plain(weight: Tensor, transpose: bool) -> Product:
+    rhs = weight if transpose else weight.t()
+    return lambda a: torch.mm(a, rhs)
+
+
+# ------------------------------------------------------------------------- measuring, choosing
+
+@dataclass(frozen=True)
+class ShapeKey:
+    """One product ``(m×k)·(k×n)`` as run here: the cache key of a measurement."""
+
+    m: int
+    k: int
+    n: int
+    transpose: bool
+    dtype: str
+    device: str
+    threads: int
+
+    def describe(self) -> str:
+        op = "a·W" if self.transpose else "a·Wᵀ"
+        return (f"({self.m}×{self.k})·({self.k}×{self.n}) [{op}] {self.dtype} on {self.device}, "
+                f"{self.threads} threads")
+
+
+@dataclass
+class Measurement:
+    """Best time per call and packing time of each backend tried, in ms; ``failed``: the error of
+    a backend that could not run this product."""
+
+    call_ms: dict[str, float] = field(default_factory=dict)
+    pack_ms: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def cost(self, backend: str, steps: int) -> float:
+        return self.pack_ms.get(backend, 0.0) + steps * self.call_ms[backend]
+
+    def best(self, steps: int) -> str:
+        """The cheapest backend for ``steps`` calls; an earlier one in :data:`BACKENDS` order
+        wins unless a later one is cheaper by more than :data:`TIE_MARGIN`."""
+        order = [b for b in BACKENDS if b in self.call_ms]
+        low = min(self.cost(b, steps) for b in order)
+        return next(b for b in order if self.cost(b, steps) <= low * (1 + TIE_MARGIN))
+
+
+@dataclass(frozen=True)
+class Decision:
+    backend: str
+    how: str        # "measured", "forced", "fallback" (forced but unusable) or "only" (one usable)
+    requested: str
+
+
+_MEASURED: dict[ShapeKey, Measurement] = {}
+_DECISIONS: dict[tuple[ShapeKey, int, str], Decision] = {}
+
+
+def _timed(fn: Product, a: Tensor, n: int) -> float:
+    """Seconds per call, over ``n`` calls."""
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn(a)
+    return (time.perf_counter() - t0) / n
+
+
+def _measure(weight: Tensor, batch: int, transpose: bool, candidates: tuple[str, ...]
+             ) -> tuple[Measurement, dict[str, Product]]:
+    """Time each candidate on this weight; also return the products packed on the way, so that
+    the winner's packing is not done twice.
+
+    Per backend: pack (twice: the first one also pays one-off costs, fresh pages and primitive
+    set-up, that a training loop re-packing into the memory it just freed does not), one warm-up
+    call, one timed call that sets how many calls make a timing of at least ``MIN_TIMED_S``. Then
+    :data:`REPEATS` rounds time every backend in turn, the best per backend counting: taking turns
+    means a burst of load from another process hits all candidates, not just one.
+    """
+    k = weight.shape[0] if transpose else weight.shape[1]
+    a = torch.rand(batch, k, dtype=weight.dtype, device=weight.device)
+    result, products, calls = Measurement(), {}, {}
+    with torch.no_grad():
+        for backend in candidates:
+            try:
+                pack, fn = math.inf, None
+                for _ in range(1 if backend == "mm" else 2):
+                    fn = None                   # free the previous packing first
+                    t0 = time.perf_counter()
+                    fn = _plain(weight, transpose) if backend == "mm" else _pack(
+                        backend, weight, batch, transpose)
+                    pack = min(pack, time.perf_counter() - t0)
+                fn(a)
+                first = _timed(fn, a, 1)
+            except RuntimeError as e:           # e.g. a dtype or ISA this op does not take here
+                result.failed[backend] = f"{type(e).__name__}: {e}"[:200]
+                continue
+            if backend != "mm":
+                result.pack_ms[backend] = pack * 1e3
+            products[backend] = fn
+            result.call_ms[backend] = first * 1e3
+            calls[backend] = max(1, min(100, int(MIN_TIMED_S / max(first, 1e-7))))
+        for _ in range(REPEATS):
+            for backend, fn in products.items():
+                t = _timed(fn, a, calls[backend]) * 1e3
+                result.call_ms[backend] = min(result.call_ms[backend], t)
+    return result, products
+
+
+def _key(weight: Tensor, batch: int, transpose: bool) -> ShapeKey:
+    n, k = (weight.shape[1], weight.shape[0]) if transpose else weight.shape
+    return ShapeKey(batch, k, n, transpose, str(weight.dtype).removeprefix("torch."),
+                    weight.device.type, torch.get_num_threads())
+
+
+def _decide(weight: Tensor, batch: int, transpose: bool, steps: int
+            ) -> tuple[ShapeKey, Decision, dict[str, Product]]:
+    key = _key(weight, batch, transpose)
+    wanted = requested_backend()
+    usable = usable_backends(weight.dtype, weight.device)
+    products: dict[str, Product] = {}
+    if wanted != "auto":
+        backend, how = (wanted, "forced") if wanted in usable else ("mm", "fallback")
+    elif len(usable) == 1:
+        backend, how = usable[0], "only"
+    else:
+        m = _MEASURED.get(key)
+        if m is None:
+            m, products = _measure(weight, batch, transpose, usable)
+            _MEASURED[key] = m
+        backend, how = m.best(steps), "measured"
+    return key, Decision(backend, how, wanted), products
+
+
+def _note(key: ShapeKey, steps: int, decision: Decision) -> None:
+    """Remember (for :func:`decisions`) and log a decision the first time it is made."""
+    k = (key, steps, decision.requested)
+    if k in _DECISIONS and _DECISIONS[k] == decision:
+        return
+    _DECISIONS[k] = decision
+    if _log.isEnabledFor(logging.DEBUG):
+        m = _MEASURED.get(key) if decision.how == "measured" else None
+        timing = "" if m is None else "; " + ", ".join(
+            f"{b} {m.call_ms[b]:.3f} ms/call" + (f" + {m.pack_ms[b]:.1f} ms pack"
+                                                if b in m.pack_ms else "")
+            for b in m.call_ms)
+        _log.debug("GEMM %s, %d steps: %s (%s, asked %s)%s", key.describe(), steps,
+                   decision.backend, decision.how, decision.requested, timing)
+
+
+def decisions() -> list[dict[str, Any]]:
+    """The choices made since the last :func:`clear_decisions`, JSON-ready: the product shape,
+    how many steps it served, the backend, how it was chosen and the measured times (ms)."""
+    rows = []
+    for (key, steps, requested), d in _DECISIONS.items():
+        row: dict[str, Any] = {
+            "product": f"({key.m}x{key.k})·({key.k}x{key.n})", "transpose": key.transpose,
+            "dtype": key.dtype, "device": key.device, "threads": key.threads, "steps": steps,
+            "backend": d.backend, "how": d.how, "requested": requested,
+        }
+        m = _MEASURED.get(key)
+        if m is not None and d.how == "measured":
+            row.update(call_ms=dict(m.call_ms), pack_ms=dict(m.pack_ms))
+            if m.failed:
+                row["failed"] = dict(m.failed)
+        rows.append(row)
+    return rows
+
+
+def clear_decisions() -> None:
+    """Forget the record of :func:`decisions` (measurements stay cached)."""
+    _DECISIONS.clear()
+
+
+def clear_cache() -> None:
+    """Forget measurements and decisions: the next product of each shape is measured again."""
+    _MEASURED.clear()
+    _DECISIONS.clear()
+
+
+# ------------------------------------------------------------------------------- the product
+
+class FixedMatmul:
+    """``a (B, K) -> a @ Wᵀ`` (or ``a @ W`` with ``transpose``) for one ``W`` reused ``steps``
+    times, on the backend chosen for this shape (see the module docstring).
+
+    Not differentiable (the packed ops have no autograd formula): meant for hand-written forward
+    and backward passes such as :mod:`treelm.kernels.onlstm_cpu`.
+    """
+
+    def __init__(self, weight: Tensor, batch: int, transpose: bool = False, steps: int = 1
+                 ) -> None:
+        self.rhs = weight if transpose else weight.t()     # (K, N) for torch.mm
+        key, decision, products = _decide(weight, batch, transpose, steps)
+        self.product: Product | None = None
+        if decision.backend != "mm":
+            fn = products.get(decision.backend)
+            if fn is None:
+                try:
+                    fn = _pack(decision.backend, weight, batch, transpose)
+                except RuntimeError:    # e.g. a forced backend this dtype or CPU cannot run
+                    decision = Decision("mm", "fallback", decision.requested)
+            self.product = fn
+        self.backend = decision.backend
+        _note(key, steps, decision)
+
+    def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None
+                 ) -> Tensor:
+        """``add + a @ W(ᵀ)`` (``add`` optional), written into ``out`` when given."""
+        if self.product is None:
+            if add is None:
+                return torch.mm(a, self.rhs) if out is None else torch.mm(a, self.rhs, out=out)
+            return torch.addmm(add, a, self.rhs, out=out)
+        r = self.product(a)
+        if add is None:
+            return r if out is None else out.copy_(r)
+        return torch.add(add, r, out=out)
