@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from treelm.cells import GRU, LSTM, MRNN, Elman, Jordan
 from treelm.kernels import gemm
 from treelm.kernels.gemm import FixedMatmul, Measurement
 
@@ -237,3 +238,113 @@ def test_decisions_are_json_ready() -> None:
     assert rows[1]["backend"] == "mm" and rows[1]["how"] == "forced"
     gemm.clear_decisions()
     assert gemm.decisions() == []
+
+
+# ------------------------------------------------------------- gemm.linear inside a time loop
+
+@pytest.mark.parametrize("backend", gemm.usable_backends(torch.float32))
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_loop_linear_equals_f_linear(backend: str, with_bias: bool) -> None:
+    """Values and all gradients as ``F.linear``'s over a few steps, with a non-leaf weight (a
+    DropConnect copy) and the stride-0 gradient a plain ``sum`` sends back."""
+    torch.manual_seed(0)
+    T, B, K, N = 4, 3, 12, 20
+
+    def run(use_gemm: bool) -> list[torch.Tensor]:
+        torch.manual_seed(1)
+        w = (torch.randn(N, K) * 0.3).requires_grad_()
+        b = torch.randn(N, requires_grad=True) if with_bias else None
+        h0 = torch.randn(B, K, requires_grad=True)
+        dropped = torch.nn.functional.dropout(w, 0.3, True)
+        lin = gemm.linear if use_gemm else torch.nn.functional.linear
+        h, outs = h0, []
+        with gemm.loop(B, T), gemm.use_backend(backend):
+            for _ in range(T):
+                y = lin(h, dropped, b)
+                outs.append(y)
+                h = torch.tanh(y[:, :K])
+        sum(o.sum() for o in outs).backward()
+        grads = [h0.grad, w.grad] + ([b.grad] if with_bias else [])
+        return [torch.stack(outs).detach(), *grads]
+
+    gemm.clear_decisions()
+    got = run(True)
+    assert {d["backend"] for d in gemm.decisions()} == {backend}
+    for u, v in zip(run(False), got):
+        torch.testing.assert_close(u, v, atol=1e-5, rtol=1e-5)
+
+
+def test_loop_linear_outside_a_loop_or_off_shape_is_f_linear(monkeypatch) -> None:
+    calls = _counting_measure(monkeypatch)
+    w, a = torch.randn(6, 4), torch.randn(3, 4)
+    assert torch.equal(gemm.linear(a, w), a @ w.t())               # no loop
+    with gemm.loop(5, 10):
+        assert torch.equal(gemm.linear(a, w), a @ w.t())           # not the loop's batch
+        a3 = torch.randn(2, 5, 4)
+        torch.testing.assert_close(gemm.linear(a3, w), a3 @ w.t())  # not (batch, K)
+    assert calls == [] and gemm.decisions() == []
+
+
+@pytest.mark.parametrize("backend", gemm.usable_backends(torch.float32))
+def test_loop_linear_higher_derivatives(backend: str) -> None:
+    """``create_graph``: the backward stays differentiable, as through ``F.linear``."""
+    def hessian_vector(use_gemm: bool) -> torch.Tensor:
+        torch.manual_seed(2)
+        w = torch.randn(8, 8, requires_grad=True)
+        a = torch.randn(3, 8, requires_grad=True)
+        lin = gemm.linear if use_gemm else torch.nn.functional.linear
+        with gemm.loop(3, 2), gemm.use_backend(backend):
+            y = torch.tanh(lin(torch.tanh(lin(a, w)), w))
+        (ga,) = torch.autograd.grad(y.square().sum(), a, create_graph=True)
+        (hv,) = torch.autograd.grad(ga.sum(), w)
+        return hv
+
+    torch.testing.assert_close(hessian_vector(True), hessian_vector(False), atol=1e-5,
+                               rtol=1e-5)
+
+
+def test_loop_linear_gradcheck() -> None:
+    """float64 is ``F.linear`` itself; float32 under a packed backend is checked above."""
+    a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    with gemm.loop(3, 4):
+        assert torch.autograd.gradcheck(gemm.linear, (a, w, b))
+
+
+LOOP_CELLS = {
+    "jordan": lambda: Jordan(6, 24),
+    "mrnn": lambda: MRNN(6, 24, factors=16),
+    "lstm-peephole": lambda: LSTM(6, 24, peephole=True),
+    "lstm-reference": lambda: LSTM(6, 24, impl="reference"),
+    "elman-linear": lambda: Elman(6, 24, nonlinearity="linear"),
+    "gru-reference": lambda: GRU(6, 24, impl="reference"),
+}
+
+
+@pytest.mark.parametrize("backend", [b for b in gemm.usable_backends(torch.float32)
+                                     if b != "mm"])
+@pytest.mark.parametrize("name", sorted(LOOP_CELLS))
+def test_loop_cells_same_under_every_backend(name: str, backend: str) -> None:
+    """The cells whose time loop runs its products through ``gemm.linear``: output, state and
+    every gradient under a packed backend equal the plain-``mm`` run (with DropConnect)."""
+    def run(forced: str) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        cell = LOOP_CELLS[name]()
+        x = torch.randn(5, 4, 6, requires_grad=True)
+        torch.manual_seed(1)
+        weights = {k: torch.nn.functional.dropout(v, 0.3, True)
+                   for k, v in cell.recurrent().items()}
+        with gemm.use_backend(forced):
+            out, state, _ = cell(x, None, weights)
+        (out.square().sum() + sum(s.sum() for s in state)).backward()
+        return [out.detach(), *(s.detach() for s in state), x.grad,
+                *(p.grad for p in cell.parameters())]
+
+    reference = run("mm")
+    gemm.clear_decisions()
+    got = run(backend)
+    assert {d["backend"] for d in gemm.decisions()} == {backend}
+    assert len(got) == len(reference)
+    for u, v in zip(reference, got):
+        torch.testing.assert_close(u, v, atol=1e-5, rtol=1e-5)

@@ -1,6 +1,11 @@
 """Products ``a @ Wᵀ`` (or ``a @ W``) against one weight ``W`` reused for many small ``a``, on the
 GEMM backend that is fastest on this machine, chosen by measuring.
 
+Two front ends: :class:`FixedMatmul` (not differentiable) for hand-written forward and backward
+passes such as the fused ON-LSTM's, and :func:`linear` (``F.linear``'s numbers and gradients)
+for the per-step loops of the cells, inside the :func:`loop` scope that
+:meth:`treelm.cells.base.Cell.forward` opens around its time steps.
+
 A recurrent loop multiplies ``T`` operands ``a_t`` (B, K) by the same weight, B small (20-64). A
 CPU build of PyTorch offers three ways to do it:
 
@@ -11,9 +16,10 @@ CPU build of PyTorch offers three ways to do it:
   ``torch.ops.mkldnn._linear_pointwise``); float32 and bfloat16 only.
 
 Which one wins depends on the CPU, not on the code: MKL picks its fastest kernels by vendor, oneDNN
-by instruction set. At (20×1150)·(1150×4830) one step took 0.94× ``nn.LSTM``'s speed on an Intel
-Xeon with MKL packed, but on an AMD EPYC MKL packed needs 3.9 ms where oneDNN packed needs 1.1 ms.
-So nothing here names a vendor: the first time a product shape is seen (per process, dtype, device
+by instruction set. On MKL packed, the fused ON-LSTM trained at 0.94× ``nn.LSTM``'s speed on an
+Intel Xeon but at 0.44× on an AMD EPYC, where one step's product (20×1150)·(1150×4830) takes 3.9 ms
+with MKL packed, 2.9 ms with ``torch.mm`` and 1.1 ms with oneDNN packed. So nothing here names a
+vendor: the first time a product shape is seen (per process, dtype, device
 and thread count), each usable backend packs the weight and runs the product a few times, in turns
 (see :func:`_measure`); that takes a few milliseconds for small shapes and about 0.1-0.3 s at the
 paper's size, once. The choice for a loop of ``steps`` products minimises ``pack + steps · call``,
@@ -35,6 +41,7 @@ Choices are logged once each at debug level (logger ``treelm.kernels.gemm``) and
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import math
 import os
@@ -44,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
@@ -51,6 +59,8 @@ __all__ = [
     "ENV_VAR",
     "FixedMatmul",
     "available_backends",
+    "linear",
+    "loop",
     "clear_cache",
     "clear_decisions",
     "decisions",
@@ -384,7 +394,8 @@ class FixedMatmul:
             fn = products.get(decision.backend)
             if fn is None:
                 try:
-                    fn = _pack(decision.backend, weight, batch, transpose)
+                    with torch.no_grad():   # packing is not part of any graph
+                        fn = _pack(decision.backend, weight, batch, transpose)
                 except RuntimeError:    # e.g. a forced backend this dtype or CPU cannot run
                     decision = Decision("mm", "fallback", decision.requested)
             self.product = fn
@@ -402,3 +413,96 @@ class FixedMatmul:
         if add is None:
             return r if out is None else out.copy_(r)
         return torch.add(add, r, out=out)
+
+
+# ------------------------------------------------------------- differentiable, in a time loop
+
+class _Loop:
+    """One sequence's time loop: its batch, its length and the weights prepared so far."""
+
+    def __init__(self, batch: int, steps: int) -> None:
+        self.batch, self.steps = batch, steps
+        self.linears: dict[int, _LoopLinear] = {}
+
+
+_LOOP: contextvars.ContextVar[_Loop | None] = contextvars.ContextVar("treelm_gemm_loop",
+                                                                    default=None)
+
+
+@contextlib.contextmanager
+def loop(batch: int, steps: int) -> Iterator[None]:
+    """The scope of one sequence's time loop (``steps`` steps of ``batch`` rows): inside it,
+    :func:`linear` prepares each weight once and runs its products on the backend measured
+    fastest for ``steps`` of them. Per thread (a context variable), so loops may nest or run
+    side by side."""
+    token = _LOOP.set(_Loop(batch, steps))
+    try:
+        yield
+    finally:
+        _LOOP.reset(token)
+
+
+def linear(a: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(a, weight, bias)`` with the same gradients; inside :func:`loop`, for a
+    ``(batch, K)`` input, on the backend measured fastest for the loop (through a small autograd
+    Function when that is not ``"mm"``). Outside a loop, or where no packed backend applies
+    (float64, non-CPU), it is ``F.linear`` itself."""
+    scope = _LOOP.get()
+    if scope is None or a.dim() != 2 or a.shape[0] != scope.batch or weight.dim() != 2:
+        return F.linear(a, weight, bias)
+    entry = scope.linears.get(id(weight))
+    if entry is None:       # the scope holds the weight, so its id is not reused meanwhile
+        entry = scope.linears[id(weight)] = _LoopLinear(weight, scope.batch, scope.steps)
+    return entry(a, bias)
+
+
+class _LoopLinear:
+    """``F.linear(·, weight, bias)`` for the steps of one loop, both products prepared at the
+    first step: ``a Wᵀ`` and, in grad mode, the backward ``δy W``. If both run on ``"mm"``, this
+    is plain ``F.linear``."""
+
+    def __init__(self, weight: Tensor, batch: int, steps: int) -> None:
+        self.weight = weight
+        w = weight.detach()
+        self.forward = FixedMatmul(w, batch, steps=steps)
+        # δy·W serves the input's gradient; whether one flows is known per step only, so the
+        # product is prepared whenever grad mode is on
+        self.backward = (FixedMatmul(w, batch, transpose=True, steps=steps)
+                         if torch.is_grad_enabled() else None)
+        self.plain = self.forward.backend == "mm" and (
+            self.backward is None or self.backward.backend == "mm")
+
+    def __call__(self, a: Tensor, bias: Tensor | None) -> Tensor:
+        if self.plain:
+            return F.linear(a, self.weight, bias)
+        return _LinearFunction.apply(a, self.weight, bias, self)
+
+
+class _LinearFunction(torch.autograd.Function):
+    """``a Wᵀ + b`` with :class:`_LoopLinear`'s products; gradients as ``F.linear``'s:
+    ``δa = δy W``, ``δW = δyᵀ a``, ``δb = Σ_rows δy``. Under ``create_graph`` the backward uses
+    differentiable ops, so higher derivatives work as they do through ``F.linear``."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, weight: Tensor, bias: Tensor | None,
+                products: _LoopLinear) -> Tensor:
+        ctx.save_for_backward(a, weight)
+        ctx.products, ctx.has_bias = products, bias is not None
+        return products.forward(a, add=bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        a, weight = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        da = dw = db = None
+        if need[0]:
+            p = ctx.products.backward
+            if p is None or torch.is_grad_enabled():     # create_graph: stay differentiable
+                da = grad.mm(weight)
+            else:
+                da = p(grad.contiguous())       # a sum's gradient arrives as a stride-0 view
+        if need[1]:
+            dw = grad.t().mm(a)
+        if need[2] and ctx.has_bias:
+            db = grad.sum(0)
+        return da, dw, db, None
