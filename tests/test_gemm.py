@@ -86,6 +86,17 @@ def test_a_shape_is_measured_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(calls) == 4
 
 
+def test_measuring_leaves_the_global_rng_alone() -> None:
+    """A measuring run must draw the same dropout masks as one that found the choice cached."""
+    w = torch.randn(48, 24)
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    FixedMatmul(w, 4, steps=9)
+    FixedMatmul(w, 4, transpose=True, steps=9)
+    torch.testing.assert_close(torch.rand(3), expected, atol=0, rtol=0)
+
+
 def test_thread_count_is_part_of_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     if len(gemm.usable_backends(torch.float32)) < 2:
         pytest.skip("one GEMM backend only: nothing is measured")

@@ -275,7 +275,10 @@ def _measure(weight: Tensor, batch: int, transpose: bool, candidates: tuple[str,
     means a burst of load from another process hits all candidates, not just one.
     """
     k = weight.shape[0] if transpose else weight.shape[1]
-    a = torch.rand(batch, k, dtype=weight.dtype, device=weight.device)
+    # an own generator: drawing from the global one would shift every later dropout mask, so a
+    # run that measured would not repeat one that found the choice cached (or forced)
+    gen = torch.Generator(weight.device).manual_seed(0)
+    a = torch.rand(batch, k, generator=gen, device=weight.device).to(weight.dtype)
     result, products, calls = Measurement(), {}, {}
     with torch.no_grad():
         for backend in candidates:
