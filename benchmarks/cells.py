@@ -132,9 +132,9 @@ class _GemmOnly(torch.autograd.Function):
     backward: T products dG_t W_hh, (B, G)·(G, H); dW_hh = dGᵀ H, dW_ih = dGᵀ X as one GEMM each
               over all steps; dX = dG W_ih
 
-    The 2T recurrent products run as the fused ON-LSTM runs them: on the GEMM backend measured
-    fastest for their shape (:mod:`treelm.kernels.gemm`, or the one ``--gemm`` forces), the weight
-    packed once per sequence where that backend packs; so the floor is one for every backend.
+    Every product runs as the fused ON-LSTM runs it: on the GEMM backend measured fastest for its
+    shape (:mod:`treelm.kernels.gemm`, or the one ``--gemm`` forces), the recurrent weight packed
+    once per sequence where that backend packs; so the floor is one whichever backend is fastest.
     """
 
     @staticmethod
@@ -144,7 +144,7 @@ class _GemmOnly(torch.autograd.Function):
         T, B, _ = x.shape
         G, H = w_hh.shape
         x2 = x.reshape(T * B, -1)
-        xp = x2 @ w_ih.t()                                   # (T·B, G)
+        xp = gemm.linear(x2, w_ih)                           # (T·B, G), as the fused path
         out = x.new_empty(B, G)
         recurrent = gemm.FixedMatmul(w_hh, B, steps=T)
         for t in range(T):
@@ -161,9 +161,9 @@ class _GemmOnly(torch.autograd.Function):
         recurrent_t = gemm.FixedMatmul(w_hh, B, transpose=True, steps=T)
         for t in range(T):
             recurrent_t(dg[t * B:(t + 1) * B], out=dh)
-        d_whh = dg.t() @ hs
-        d_wih = dg.t() @ x2
-        dx = dg @ w_ih
+        d_whh = gemm.matmul(dg.t(), hs)
+        d_wih = gemm.matmul(dg.t(), x2)
+        dx = gemm.matmul(dg, w_ih)
         return dx.view(T, B, -1), d_wih, d_whh, None, None
 
 

@@ -35,11 +35,11 @@ def _counting_measure(monkeypatch: pytest.MonkeyPatch,
     calls: list[tuple[int, ...]] = []
     real = gemm._measure
 
-    def measure(weight, batch, transpose, tried):
+    def measure(weight, batch, transpose, a_t, once, tried):
         calls.append((*weight.shape, batch, int(transpose)))
         if candidates is not None:
             candidates.append(tried)
-        return real(weight, batch, transpose, tried)
+        return real(weight, batch, transpose, a_t, once, tried)
 
     monkeypatch.setattr(gemm, "_measure", measure)
     return calls
@@ -75,15 +75,17 @@ def test_a_shape_is_measured_once(monkeypatch: pytest.MonkeyPatch) -> None:
     again = FixedMatmul(torch.randn(40, 12), 4, steps=7)          # same shape, other values
     assert calls == [(40, 12, 4, 0)]
     assert again.backend == first.backend
-    FixedMatmul(w, 4, steps=1)                     # another loop length: same measurement
+    FixedMatmul(w, 4, steps=30)                    # another loop length: same measurement
     assert len(calls) == 1
     FixedMatmul(w, 4, transpose=True, steps=7)     # a·W: another product
     FixedMatmul(w, 3, steps=7)                     # another batch
-    assert calls == [(40, 12, 4, 0), (40, 12, 4, 1), (40, 12, 3, 0)]
+    FixedMatmul(w, 4, steps=1)                     # a single product: unpacked candidates
+    FixedMatmul(w, 4, steps=1)
+    assert calls == [(40, 12, 4, 0), (40, 12, 4, 1), (40, 12, 3, 0), (40, 12, 4, 0)]
     assert {r["how"] for r in gemm.decisions()} == {"measured"}
     gemm.clear_cache()
     FixedMatmul(w, 4, steps=7)
-    assert len(calls) == 4
+    assert len(calls) == 5
 
 
 def test_measuring_leaves_the_global_rng_alone() -> None:
@@ -173,14 +175,14 @@ def test_backend_failing_at_packing_falls_back(monkeypatch: pytest.MonkeyPatch) 
     packed = [b for b in usable if b != "mm"]
     if not packed:
         pytest.skip("no packed GEMM backend in this build")
-    real_pack = gemm._pack
+    real_prepare = gemm._prepare
 
-    def pack(backend, weight, batch, transpose):
+    def prepare(backend, weight, batch, transpose, once):
         if backend == packed[0]:
             raise RuntimeError("cannot pack here")
-        return real_pack(backend, weight, batch, transpose)
+        return real_prepare(backend, weight, batch, transpose, once)
 
-    monkeypatch.setattr(gemm, "_pack", pack)
+    monkeypatch.setattr(gemm, "_prepare", prepare)
     w = torch.randn(32, 16)
     fm = FixedMatmul(w, 4, steps=10)
     assert fm.backend != packed[0]
@@ -269,12 +271,13 @@ def test_loop_linear_equals_f_linear(backend: str, with_bias: bool) -> None:
         dropped = torch.nn.functional.dropout(w, 0.3, True)
         lin = gemm.linear if use_gemm else torch.nn.functional.linear
         h, outs = h0, []
-        with gemm.loop(B, T), gemm.use_backend(backend):
-            for _ in range(T):
-                y = lin(h, dropped, b)
-                outs.append(y)
-                h = torch.tanh(y[:, :K])
-        sum(o.sum() for o in outs).backward()
+        with gemm.use_backend(backend):
+            with gemm.loop(B, T):
+                for _ in range(T):
+                    y = lin(h, dropped, b)
+                    outs.append(y)
+                    h = torch.tanh(y[:, :K])
+            sum(o.sum() for o in outs).backward()
         grads = [h0.grad, w.grad] + ([b.grad] if with_bias else [])
         return [torch.stack(outs).detach(), *grads]
 
@@ -285,15 +288,33 @@ def test_loop_linear_equals_f_linear(backend: str, with_bias: bool) -> None:
         torch.testing.assert_close(u, v, atol=1e-5, rtol=1e-5)
 
 
-def test_loop_linear_outside_a_loop_or_off_shape_is_f_linear(monkeypatch) -> None:
-    calls = _counting_measure(monkeypatch)
-    w, a = torch.randn(6, 4), torch.randn(3, 4)
-    assert torch.equal(gemm.linear(a, w), a @ w.t())               # no loop
-    with gemm.loop(5, 10):
-        assert torch.equal(gemm.linear(a, w), a @ w.t())           # not the loop's batch
-        a3 = torch.randn(2, 5, 4)
-        torch.testing.assert_close(gemm.linear(a3, w), a3 @ w.t())  # not (batch, K)
-    assert calls == [] and gemm.decisions() == []
+@pytest.mark.parametrize("backend", gemm.usable_backends(torch.float32))
+def test_linear_outside_a_loop_is_a_single_product(backend: str) -> None:
+    """Outside a loop, or off the loop's batch, ``linear`` makes single products (``steps`` 1),
+    over all leading dimensions of the input, with ``F.linear``'s values and gradients."""
+    torch.manual_seed(3)
+    w = torch.randn(6, 4, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+    cases = [torch.randn(3, 4), torch.randn(2, 5, 4)]
+    for a in cases:
+        a.requires_grad_()
+        gemm.clear_decisions()
+        with gemm.use_backend(backend):
+            with gemm.loop(7, 10):                  # not this input's batch
+                y = gemm.linear(a, w, b)
+            y.square().sum().backward()
+        got = [y.detach(), a.grad, w.grad, b.grad]
+        rows = gemm.decisions()
+        assert rows and {r["steps"] for r in rows} == {1}
+        assert {r["backend"] for r in rows} == {backend}
+        for t in (a, w, b):
+            t.grad = None
+        y = torch.nn.functional.linear(a, w, b)
+        y.square().sum().backward()
+        for u, v in zip([y.detach(), a.grad, w.grad, b.grad], got):
+            torch.testing.assert_close(u, v, atol=1e-5, rtol=1e-5)
+        for t in (a, w, b):
+            t.grad = None
 
 
 @pytest.mark.parametrize("backend", gemm.usable_backends(torch.float32))
@@ -348,7 +369,7 @@ def test_loop_cells_same_under_every_backend(name: str, backend: str) -> None:
                    for k, v in cell.recurrent().items()}
         with gemm.use_backend(forced):
             out, state, _ = cell(x, None, weights)
-        (out.square().sum() + sum(s.sum() for s in state)).backward()
+            (out.square().sum() + sum(s.sum() for s in state)).backward()
         return [out.detach(), *(s.detach() for s in state), x.grad,
                 *(p.grad for p in cell.parameters())]
 

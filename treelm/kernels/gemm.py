@@ -1,40 +1,45 @@
-"""Products ``a @ Wᵀ`` (or ``a @ W``) against one weight ``W`` reused for many small ``a``, on the
-GEMM backend that is fastest on this machine, chosen by measuring.
+"""Matrix products on the GEMM backend that is fastest on this machine for their shape, chosen by
+measuring: above all the ``T`` per-step products ``a_t Wᵀ`` of a recurrent loop against one weight.
 
-Two front ends: :class:`FixedMatmul` (not differentiable) for hand-written forward and backward
-passes such as the fused ON-LSTM's, and :func:`linear` (``F.linear``'s numbers and gradients)
-for the per-step loops of the cells, inside the :func:`loop` scope that
-:meth:`treelm.cells.base.Cell.forward` opens around its time steps.
+A CPU build of PyTorch offers three ways to multiply:
 
-A recurrent loop multiplies ``T`` operands ``a_t`` (B, K) by the same weight, B small (20-64). A
-CPU build of PyTorch offers three ways to do it:
-
-* ``"mm"``: ``torch.mm`` / ``torch.addmm`` (MKL's sgemm on x86), reading ``W`` as it is each call;
+* ``"mm"``: ``torch.mm`` / ``torch.addmm`` (MKL's sgemm on x86), reading the operands as they are;
 * ``"mkl"``: MKL's packed GEMM (``torch.ops.mkl._mkl_reorder_linear_weight`` once, then
-  ``torch.ops.mkl._mkl_linear``), as inductor does for frozen linear layers;
-* ``"onednn"``: oneDNN's packed linear (``torch.ops.mkldnn._reorder_linear_weight`` once, then
-  ``torch.ops.mkldnn._linear_pointwise``); float32 and bfloat16 only.
+  ``torch.ops.mkl._mkl_linear``), as inductor does for frozen linear layers; float32 only;
+* ``"onednn"``: oneDNN's linear (``torch.ops.mkldnn._linear_pointwise``), on a weight packed once
+  by ``torch.ops.mkldnn._reorder_linear_weight`` when it serves many products, on the weight as it
+  is for a single product; float32 and bfloat16.
 
 Which one wins depends on the CPU, not on the code: MKL picks its fastest kernels by vendor, oneDNN
 by instruction set. On MKL packed, the fused ON-LSTM trained at 0.94× ``nn.LSTM``'s speed on an
 Intel Xeon but at 0.44× on an AMD EPYC, where one step's product (20×1150)·(1150×4830) takes 3.9 ms
 with MKL packed, 2.9 ms with ``torch.mm`` and 1.1 ms with oneDNN packed. So nothing here names a
-vendor: the first time a product shape is seen (per process, dtype, device
-and thread count), each usable backend packs the weight and runs the product a few times, in turns
-(see :func:`_measure`); that takes a few milliseconds for small shapes and about 0.1-0.3 s at the
-paper's size, once. The choice for a loop of ``steps`` products minimises ``pack + steps · call``,
-so a single-step call (decoding one token) does not pay for a packing that a 70-step sequence
-amortises. Near ties go to the simpler backend (:data:`BACKENDS` order, within
-:data:`TIE_MARGIN`) so that the choice, and with it the rounding, does not flip between runs on
-noise. Every backend computes the same product in float32 arithmetic; they differ only in
-summation order (oneDNN's results differ from MKL's by a few float32 ulps).
+vendor: the first time a product shape is seen (per process, operand layout, dtype, device and
+thread count), each candidate backend prepares the weight and runs the product a few times, in
+turns (see :func:`_measure`); that takes a few milliseconds for small shapes and up to about a
+second for the largest one-off products of the paper's size, once per process.
+
+Products against a weight used ``steps > 1`` times (a time loop) choose among ``mm``, ``mkl`` and
+``onednn`` packed, minimising ``pack + steps · call``, so a single-step loop (decoding one token)
+does not pay for a packing that a 70-step sequence amortises. Single products (``steps == 1``:
+an input projection over all steps, a weight gradient) choose between ``mm`` and ``onednn`` on the
+unpacked weight (packing pays only when reused; MKL's packed and plain products run the same
+kernels). Near ties go to the simpler backend (:data:`BACKENDS` order, within :data:`TIE_MARGIN`)
+so that the choice, and with it the rounding, does not flip between runs on noise. Every backend
+computes in float32 arithmetic; they differ only in summation order (oneDNN's results differ from
+MKL's by a few float32 ulps).
+
+Front ends: :class:`FixedMatmul` and :func:`matmul` (not differentiable) for hand-written forward
+and backward passes such as the fused ON-LSTM's; :func:`linear`, ``F.linear``'s numbers and
+gradients, for autograd code: the cells' per-step products inside the :func:`loop` scope that
+:meth:`treelm.cells.base.Cell.forward` opens around its time steps, single products elsewhere.
 
 Overrides (tests, benchmarks, reproducing a run bit for bit): the environment variable
 ``TREELM_GEMM=auto|mkl|onednn|mm``, or :func:`set_backend` / the context manager
 :func:`use_backend`, which take precedence over it. A forced backend that cannot run the product
 (ops missing from this build, dtype, non-CPU tensor) falls back to ``"mm"``. Non-CPU tensors and
-dtypes no packed backend takes (float64, float16 here) always use ``"mm"`` without measuring.
-Choices are logged once each at debug level (logger ``treelm.kernels.gemm``) and listed by
+dtypes no other backend takes (float64, float16) always use ``"mm"`` without measuring. Choices
+are logged once each at debug level (logger ``treelm.kernels.gemm``) and listed by
 :func:`decisions` for benchmark records.
 """
 
@@ -59,11 +64,12 @@ __all__ = [
     "ENV_VAR",
     "FixedMatmul",
     "available_backends",
-    "linear",
-    "loop",
     "clear_cache",
     "clear_decisions",
     "decisions",
+    "linear",
+    "loop",
+    "matmul",
     "requested_backend",
     "set_backend",
     "usable_backends",
@@ -77,11 +83,12 @@ _log = logging.getLogger(__name__)
 BACKENDS = ("mm", "mkl", "onednn")
 CHOICES = ("auto", *BACKENDS)
 ENV_VAR = "TREELM_GEMM"
-REPEATS = 3              # timed rounds over the backends (the best per backend counts)
+REPEATS = 3              # timed rounds over the backends (the best per backend counts) ...
+SLOW_CALL_S = 0.02       # ... or one round where a call takes longer than this (big products)
 MIN_TIMED_S = 2e-4       # tiny products are timed in batches of calls lasting at least this long
 TIE_MARGIN = 0.1         # a later backend must be more than 10% cheaper to displace an earlier one
 
-_PACKED_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
+_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "mkl": (torch.float32,),
     "onednn": (torch.float32, torch.bfloat16),
 }
@@ -124,7 +131,7 @@ def usable_backends(dtype: torch.dtype, device: torch.device | str = "cpu") -> t
     """Backends that can run a product of ``dtype`` on ``device`` (``"mm"`` always)."""
     if torch.device(device).type != "cpu":
         return ("mm",)
-    return tuple(b for b in available_backends() if b == "mm" or dtype in _PACKED_DTYPES[b])
+    return tuple(b for b in available_backends() if b == "mm" or dtype in _DTYPES[b])
 
 
 # ------------------------------------------------------------------------------- overrides
@@ -182,13 +189,20 @@ def _transpose_contiguous(w: Tensor, block: int = 256) -> Tensor:
     return out
 
 
-def _pack(backend: str, weight: Tensor, batch: int, transpose: bool) -> Product:
-    """``a -> a @ Wᵀ`` (``a @ W`` with ``transpose``) with the weight packed for ``backend``.
+def _prepare(backend: str, weight: Tensor, batch: int, transpose: bool, once: bool) -> Product:
+    """``a -> a @ Wᵀ`` (``a @ W`` with ``transpose``) on ``backend``.
 
-    Both packed backends take the (N, K) operand of ``a @ Wᵀ`` contiguous; for ``a @ W`` that is
-    a transposed copy (a block copy beats letting the packing read a strided view, 7 against 14 ms
-    at 4830×1150).
+    The packed backends take the (N, K) operand of ``a @ Wᵀ`` contiguous: for ``a @ W`` a
+    transposed copy (a block copy beats letting the packing read a strided view, 7 against 14 ms
+    at 4830×1150). ``once``: oneDNN reads the weight as it is, strided or not (reordering it for
+    one product costs more than it saves); MKL always packs (its linear takes nothing else).
     """
+    if backend == "mm":
+        rhs = weight if transpose else weight.t()
+        return lambda a: torch.mm(a, rhs)
+    if backend == "onednn" and once:
+        w = weight.t() if transpose else weight
+        return lambda a: torch.ops.mkldnn._linear_pointwise(a, w, None, "none", [], "")
     w = _transpose_contiguous(weight) if transpose else weight.contiguous()
     if backend == "mkl":
         packed = torch.ops.mkl._mkl_reorder_linear_weight(w, batch)
@@ -196,32 +210,37 @@ def _pack(backend: str, weight: Tensor, batch: int, transpose: bool) -> Product:
     if backend == "onednn":
         packed = torch.ops.mkldnn._reorder_linear_weight(w, batch)
         return lambda a: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
-    raise ValueError(f"{backend!r} is not a packed GEMM backend")
-
-
-def _plain(weight: Tensor, transpose: bool) -> Product:
-    rhs = weight if transpose else weight.t()
-    return lambda a: torch.mm(a, rhs)
+    raise ValueError(f"unknown GEMM backend {backend!r}")
 
 
 # ------------------------------------------------------------------------- measuring, choosing
 
+def _colmajor(t: Tensor) -> bool:
+    """Whether a 2-D operand is a transposed view (its rows are strided, its columns not)."""
+    return t.dim() == 2 and t.stride(0) == 1 and t.stride(1) != 1
+
+
 @dataclass(frozen=True)
 class ShapeKey:
-    """One product ``(m×k)·(k×n)`` as run here: the cache key of a measurement."""
+    """One product ``(m×k)·(k×n)`` as run here: the cache key of a measurement. ``a_t``, ``w_t``:
+    whether the left operand and the weight as stored are transposed views; ``once``: a single
+    product (``steps == 1``) rather than a loop's."""
 
     m: int
     k: int
     n: int
     transpose: bool
+    a_t: bool
+    w_t: bool
+    once: bool
     dtype: str
     device: str
     threads: int
 
     def describe(self) -> str:
         op = "a·W" if self.transpose else "a·Wᵀ"
-        return (f"({self.m}×{self.k})·({self.k}×{self.n}) [{op}] {self.dtype} on {self.device}, "
-                f"{self.threads} threads")
+        return (f"({self.m}×{self.k})·({self.k}×{self.n}) [{op}{', once' if self.once else ''}]"
+                f" {self.dtype} on {self.device}, {self.threads} threads")
 
 
 @dataclass
@@ -263,79 +282,86 @@ def _timed(fn: Product, a: Tensor, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def _measure(weight: Tensor, batch: int, transpose: bool, candidates: tuple[str, ...]
-             ) -> tuple[Measurement, dict[str, Product]]:
-    """Time each candidate on this weight; also return the products packed on the way, so that
+def _measure(weight: Tensor, batch: int, transpose: bool, a_t: bool, once: bool,
+             candidates: tuple[str, ...]) -> tuple[Measurement, dict[str, Product]]:
+    """Time each candidate on this weight; also return the products prepared on the way, so that
     the winner's packing is not done twice.
 
-    Per backend: pack (twice: the first one also pays one-off costs, fresh pages and primitive
-    set-up, that a training loop re-packing into the memory it just freed does not), one warm-up
-    call, one timed call that sets how many calls make a timing of at least ``MIN_TIMED_S``. Then
-    :data:`REPEATS` rounds time every backend in turn, the best per backend counting: taking turns
-    means a burst of load from another process hits all candidates, not just one.
+    Per backend: prepare (a packing twice: the first one also pays one-off costs, fresh pages and
+    primitive set-up, that a training loop re-packing into the memory it just freed does not), one
+    warm-up call, one timed call that sets how many calls make a timing of at least
+    ``MIN_TIMED_S``. Then :data:`REPEATS` rounds (one where a call is slower than
+    ``SLOW_CALL_S``) time every backend in turn, the best per backend counting: taking turns means
+    a burst of load from another process hits all candidates, not just one. The left operand is
+    random, laid out as the real one (``a_t``: a transposed view), from an own generator: drawing
+    from the global one would shift every later dropout mask, so a run that measured would not
+    repeat one that found the choice cached (or forced).
     """
     k = weight.shape[0] if transpose else weight.shape[1]
-    # an own generator: drawing from the global one would shift every later dropout mask, so a
-    # run that measured would not repeat one that found the choice cached (or forced)
     gen = torch.Generator(weight.device).manual_seed(0)
-    a = torch.rand(batch, k, generator=gen, device=weight.device).to(weight.dtype)
+    shape = (k, batch) if a_t else (batch, k)
+    a = torch.rand(shape, generator=gen, device=weight.device).to(weight.dtype)
+    a = a.t() if a_t else a
     result, products, calls = Measurement(), {}, {}
+    slowest = 0.0
     with torch.no_grad():
         for backend in candidates:
             try:
                 pack, fn = math.inf, None
-                for _ in range(1 if backend == "mm" else 2):
+                packs = backend == "mkl" or (backend == "onednn" and not once)
+                for _ in range(2 if packs else 1):
                     fn = None                   # free the previous packing first
                     t0 = time.perf_counter()
-                    fn = _plain(weight, transpose) if backend == "mm" else _pack(
-                        backend, weight, batch, transpose)
+                    fn = _prepare(backend, weight, batch, transpose, once)
                     pack = min(pack, time.perf_counter() - t0)
                 fn(a)
                 first = _timed(fn, a, 1)
             except RuntimeError as e:           # e.g. a dtype or ISA this op does not take here
                 result.failed[backend] = f"{type(e).__name__}: {e}"[:200]
                 continue
-            if backend != "mm":
+            if packs:
                 result.pack_ms[backend] = pack * 1e3
             products[backend] = fn
             result.call_ms[backend] = first * 1e3
             calls[backend] = max(1, min(100, int(MIN_TIMED_S / max(first, 1e-7))))
-        for _ in range(REPEATS):
+            slowest = max(slowest, first)
+        for _ in range(1 if slowest > SLOW_CALL_S else REPEATS):
             for backend, fn in products.items():
                 t = _timed(fn, a, calls[backend]) * 1e3
                 result.call_ms[backend] = min(result.call_ms[backend], t)
     return result, products
 
 
-def _key(weight: Tensor, batch: int, transpose: bool) -> ShapeKey:
-    n, k = (weight.shape[1], weight.shape[0]) if transpose else weight.shape
-    return ShapeKey(batch, k, n, transpose, str(weight.dtype).removeprefix("torch."),
-                    weight.device.type, torch.get_num_threads())
-
-
-def _decide(weight: Tensor, batch: int, transpose: bool, steps: int
+def _decide(weight: Tensor, batch: int, transpose: bool, steps: int, a_t: bool
             ) -> tuple[ShapeKey, Decision, dict[str, Product]]:
-    key = _key(weight, batch, transpose)
+    n, k = (weight.shape[1], weight.shape[0]) if transpose else weight.shape
+    once = steps <= 1
+    key = ShapeKey(batch, k, n, transpose, a_t, _colmajor(weight), once,
+                   str(weight.dtype).removeprefix("torch."), weight.device.type,
+                   torch.get_num_threads())
     wanted = requested_backend()
     usable = usable_backends(weight.dtype, weight.device)
     products: dict[str, Product] = {}
     if wanted != "auto":
         backend, how = (wanted, "forced") if wanted in usable else ("mm", "fallback")
-    elif len(usable) == 1:
-        backend, how = usable[0], "only"
     else:
-        m = _MEASURED.get(key)
-        if m is None:
-            m, products = _measure(weight, batch, transpose, usable)
-            _MEASURED[key] = m
-        backend, how = m.best(steps), "measured"
+        if once:                        # packing a weight for one product does not pay
+            usable = tuple(b for b in usable if b != "mkl")
+        if len(usable) == 1:
+            backend, how = usable[0], "only"
+        else:
+            m = _MEASURED.get(key)
+            if m is None:
+                m, products = _measure(weight, batch, transpose, a_t, once, usable)
+                _MEASURED[key] = m
+            backend, how = m.best(steps), "measured"
     return key, Decision(backend, how, wanted), products
 
 
 def _note(key: ShapeKey, steps: int, decision: Decision) -> None:
     """Remember (for :func:`decisions`) and log a decision the first time it is made."""
     k = (key, steps, decision.requested)
-    if k in _DECISIONS and _DECISIONS[k] == decision:
+    if _DECISIONS.get(k) == decision:
         return
     _DECISIONS[k] = decision
     if _log.isEnabledFor(logging.DEBUG):
@@ -378,27 +404,28 @@ def clear_cache() -> None:
     _DECISIONS.clear()
 
 
-# ------------------------------------------------------------------------------- the product
+# ------------------------------------------------------------------------------ the products
 
 class FixedMatmul:
-    """``a (B, K) -> a @ Wᵀ`` (or ``a @ W`` with ``transpose``) for one ``W`` reused ``steps``
-    times, on the backend chosen for this shape (see the module docstring).
+    """``a (B, K) -> a @ Wᵀ`` (or ``a @ W`` with ``transpose``) for one ``W`` used ``steps``
+    times, on the backend chosen for this shape (see the module docstring). ``a_t``: the left
+    operands will be transposed views (column-major), as a weight gradient's ``δyᵀ`` is.
 
-    Not differentiable (the packed ops have no autograd formula): meant for hand-written forward
-    and backward passes such as :mod:`treelm.kernels.onlstm_cpu`.
+    Not differentiable (the packed ops have no autograd formula): for hand-written forward and
+    backward passes such as :mod:`treelm.kernels.onlstm_cpu`.
     """
 
-    def __init__(self, weight: Tensor, batch: int, transpose: bool = False, steps: int = 1
-                 ) -> None:
+    def __init__(self, weight: Tensor, batch: int, transpose: bool = False, steps: int = 1,
+                 a_t: bool = False) -> None:
         self.rhs = weight if transpose else weight.t()     # (K, N) for torch.mm
-        key, decision, products = _decide(weight, batch, transpose, steps)
+        key, decision, products = _decide(weight, batch, transpose, steps, a_t)
         self.product: Product | None = None
         if decision.backend != "mm":
             fn = products.get(decision.backend)
             if fn is None:
                 try:
-                    with torch.no_grad():   # packing is not part of any graph
-                        fn = _pack(decision.backend, weight, batch, transpose)
+                    with torch.no_grad():   # preparing is not part of any graph
+                        fn = _prepare(decision.backend, weight, batch, transpose, key.once)
                 except RuntimeError:    # e.g. a forced backend this dtype or CPU cannot run
                     decision = Decision("mm", "fallback", decision.requested)
             self.product = fn
@@ -407,7 +434,7 @@ class FixedMatmul:
 
     def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None
                  ) -> Tensor:
-        """``add + a @ W(ᵀ)`` (``add`` optional), written into ``out`` when given."""
+        """``add + a @ W(ᵀ)`` (``add`` optional, broadcast), written into ``out`` when given."""
         if self.product is None:
             if add is None:
                 return torch.mm(a, self.rhs) if out is None else torch.mm(a, self.rhs, out=out)
@@ -418,14 +445,20 @@ class FixedMatmul:
         return torch.add(add, r, out=out)
 
 
-# ------------------------------------------------------------- differentiable, in a time loop
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` for 2-D ``a`` (M, K), ``b`` (K, N), a single product on the backend measured
+    fastest for its shape and layouts (a weight gradient ``δyᵀ · x``, say). Not differentiable."""
+    return FixedMatmul(b, a.shape[0], transpose=True, a_t=_colmajor(a))(a)
+
+
+# ------------------------------------------------------------------- differentiable: linear
 
 class _Loop:
     """One sequence's time loop: its batch, its length and the weights prepared so far."""
 
     def __init__(self, batch: int, steps: int) -> None:
         self.batch, self.steps = batch, steps
-        self.linears: dict[int, _LoopLinear] = {}
+        self.linears: dict[int, _Linear] = {}
 
 
 _LOOP: contextvars.ContextVar[_Loop | None] = contextvars.ContextVar("treelm_gemm_loop",
@@ -446,28 +479,35 @@ def loop(batch: int, steps: int) -> Iterator[None]:
 
 
 def linear(a: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.linear(a, weight, bias)`` with the same gradients; inside :func:`loop`, for a
-    ``(batch, K)`` input, on the backend measured fastest for the loop (through a small autograd
-    Function when that is not ``"mm"``). Outside a loop, or where no packed backend applies
-    (float64, non-CPU), it is ``F.linear`` itself."""
-    scope = _LOOP.get()
-    if scope is None or a.dim() != 2 or a.shape[0] != scope.batch or weight.dim() != 2:
+    """``F.linear(a, weight, bias)``, with the same gradients, on the backends measured fastest:
+    inside :func:`loop`, for a ``(batch, K)`` input, as one of the loop's ``steps`` products by
+    this weight (prepared once); otherwise as a single product over all leading dimensions.
+    Where every product it would make runs on ``"mm"`` (float64, non-CPU, small shapes), it is
+    ``F.linear`` itself; otherwise a small autograd Function."""
+    if weight.dim() != 2 or a.dim() < 2:
         return F.linear(a, weight, bias)
-    entry = scope.linears.get(id(weight))
-    if entry is None:       # the scope holds the weight, so its id is not reused meanwhile
-        entry = scope.linears[id(weight)] = _LoopLinear(weight, scope.batch, scope.steps)
-    return entry(a, bias)
+    scope = _LOOP.get()
+    if scope is not None and a.dim() == 2 and a.shape[0] == scope.batch:
+        entry = scope.linears.get(id(weight))
+        if entry is None:       # the scope holds the weight, so its id is not reused meanwhile
+            entry = scope.linears[id(weight)] = _Linear(weight, scope.batch, scope.steps, a)
+        return entry(a, bias)
+    a2 = a.reshape(-1, a.shape[-1])
+    entry = _Linear(weight, a2.shape[0], 1, a2)
+    if entry.plain:
+        return F.linear(a, weight, bias)
+    return entry(a2, bias).view(*a.shape[:-1], weight.shape[0])
 
 
-class _LoopLinear:
-    """``F.linear(·, weight, bias)`` for the steps of one loop, both products prepared at the
-    first step: ``a Wᵀ`` and, in grad mode, the backward ``δy W``. If both run on ``"mm"``, this
-    is plain ``F.linear``."""
+class _Linear:
+    """``F.linear(·, weight, bias)`` for ``steps`` inputs of ``batch`` rows: both products by the
+    weight prepared at the first: ``a Wᵀ`` and, in grad mode, the input gradient's ``δy W``. If
+    both run on ``"mm"``, this is plain ``F.linear``."""
 
-    def __init__(self, weight: Tensor, batch: int, steps: int) -> None:
+    def __init__(self, weight: Tensor, batch: int, steps: int, a: Tensor) -> None:
         self.weight = weight
         w = weight.detach()
-        self.forward = FixedMatmul(w, batch, steps=steps)
+        self.forward = FixedMatmul(w, batch, steps=steps, a_t=_colmajor(a))
         # δy·W serves the input's gradient; whether one flows is known per step only, so the
         # product is prepared whenever grad mode is on
         self.backward = (FixedMatmul(w, batch, transpose=True, steps=steps)
@@ -482,13 +522,14 @@ class _LoopLinear:
 
 
 class _LinearFunction(torch.autograd.Function):
-    """``a Wᵀ + b`` with :class:`_LoopLinear`'s products; gradients as ``F.linear``'s:
-    ``δa = δy W``, ``δW = δyᵀ a``, ``δb = Σ_rows δy``. Under ``create_graph`` the backward uses
-    differentiable ops, so higher derivatives work as they do through ``F.linear``."""
+    """``a Wᵀ + b`` with :class:`_Linear`'s products; gradients as ``F.linear``'s: ``δa = δy W``,
+    ``δW = δyᵀ a`` (one product per call, on the backend measured for its shape), ``δb = Σ_rows
+    δy``. Under ``create_graph`` the backward uses differentiable ops, so higher derivatives work
+    as they do through ``F.linear``."""
 
     @staticmethod
     def forward(ctx: Any, a: Tensor, weight: Tensor, bias: Tensor | None,
-                products: _LoopLinear) -> Tensor:
+                products: _Linear) -> Tensor:
         ctx.save_for_backward(a, weight)
         ctx.products, ctx.has_bias = products, bias is not None
         return products.forward(a, add=bias)
@@ -497,15 +538,16 @@ class _LinearFunction(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         a, weight = ctx.saved_tensors
         need = ctx.needs_input_grad
+        differentiable = torch.is_grad_enabled()        # create_graph
         da = dw = db = None
         if need[0]:
             p = ctx.products.backward
-            if p is None or torch.is_grad_enabled():     # create_graph: stay differentiable
+            if p is None or differentiable:
                 da = grad.mm(weight)
             else:
                 da = p(grad.contiguous())       # a sum's gradient arrives as a stride-0 view
         if need[1]:
-            dw = grad.t().mm(a)
+            dw = grad.t().mm(a) if differentiable else matmul(grad.contiguous().t(), a)
         if need[2] and ctx.has_bias:
             db = grad.sum(0)
         return da, dw, db, None

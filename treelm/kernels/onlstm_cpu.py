@@ -29,15 +29,18 @@ Softmax backward ignores a constant added to ``δp̃`` along the levels, so the 
 ``Σ_{k≥j} x_k`` is replaced by ``x_j − cumsum(x)_j`` (they differ by the row total).
 
 The input projection (one GEMM for all steps) stays outside the Function, so autograd handles
-``weight_ih`` and both biases (``b_hh`` is folded into the projection's bias).
+``weight_ih`` and both biases (``b_hh`` is folded into the projection's bias); it runs through
+:func:`treelm.kernels.gemm.linear` (``F.linear``'s numbers and gradients, on the backend measured
+fastest for its shape).
 
 Cost structure (why it is fast): per step one recurrent GEMM forward and one backward, both against
 a weight prepared once per sequence for the GEMM backend measured fastest for that shape on this
 machine (:mod:`treelm.kernels.gemm`: MKL packed, oneDNN packed or plain ``addmm``/``mm``; always
 plain for float64 and non-CPU tensors); the gate math writes into preallocated per-sequence
 buffers through views made once; the weight gradient is a single ``(G, T·B) @ (T·B, H)`` GEMM
-after the loop. Saved per step: the activated gates, ``p̃``, ``[ĩ, f̃]``, ``[î, f̂]``, ``c_{t-1}``,
-``tanh(c_t)`` and ``h_t`` (the output).
+after the loop (:func:`treelm.kernels.gemm.matmul`, also on the backend measured fastest).
+Saved per step: the activated gates, ``p̃``, ``[ĩ, f̃]``, ``[î, f̂]``, ``c_{t-1}``, ``tanh(c_t)`` and
+``h_t`` (the output).
 """
 
 from __future__ import annotations
@@ -46,11 +49,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import FixedMatmul
+from treelm.kernels.gemm import FixedMatmul, linear, matmul
 
 __all__ = [
     "ForwardBuffers",
@@ -292,10 +294,9 @@ def onlstm_backward_loop(
         dc.mul_(hf[t])
         dh = recurrent_t(dz_all[t])
     dU = None
-    if need_weight:
-        dU = torch.mm(dG[0].t(), h0)
-        if T > 1:
-            dU.addmm_(dG[1:].reshape(-1, G).t(), buf.out[:-1].reshape(-1, H))
+    if need_weight:                 # δU = Σ_t δz_tᵀ h_{t-1}: one (G, T·B)·(T·B, H) product
+        hs = torch.cat((h0.unsqueeze(0), buf.out[:-1])) if T > 1 else h0.unsqueeze(0)
+        dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
     assert dh is not None
     return dG, dh, dc, dU
 
@@ -362,7 +363,7 @@ def onlstm_cpu_sequence(
     if master_input not in ("paper", "symmetric"):
         raise ValueError(f"unknown master_input {master_input!r}")
     h0, c0 = state
-    xp = F.linear(x, weight_ih, bias_ih + bias_hh)            # all steps' input part, one GEMM
+    xp = linear(x, weight_ih, bias_ih + bias_hh)              # all steps' input part, one GEMM
     symmetric = master_input == "symmetric"
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (xp, h0, c0, weight_hh)
