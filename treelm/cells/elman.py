@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells.base import Cell, State
@@ -39,7 +38,7 @@ class Elman(Cell):
             nn.init.uniform_(p, -bound, bound)
 
     def input_projection(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight_ih, self.bias_ih)
+        return gemm.linear(x, self.weight_ih, self.bias_ih)    # all steps at once
 
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]

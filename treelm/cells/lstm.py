@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells.base import Cell, State
@@ -48,7 +47,7 @@ class LSTM(Cell):
         return (self.hidden_size, self.hidden_size)
 
     def input_projection(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight_ih, self.bias_ih)
+        return gemm.linear(x, self.weight_ih, self.bias_ih)    # all steps at once
 
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]

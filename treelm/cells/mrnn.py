@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells.base import Cell, State
@@ -58,7 +57,7 @@ class TensorRNN(Cell):
         H = self.hidden_size
         h = self.init_state(B, x)[0] if state is None else state[0]
         W = self.weight_hh if weights is None else weights["weight_hh"]
-        xp = F.linear(x, self.weight_ih, self.bias)
+        xp = gemm.linear(x, self.weight_ih, self.bias)
         onehot = bool(((x == 0) | (x == 1)).all() and (x.sum(-1) == 1).all())
         if onehot:
             symbols = x.argmax(-1)                                   # (T, B)
@@ -91,7 +90,7 @@ class MRNN(Cell):
     def input_projection(self, x: Tensor) -> Tensor:
         # both input-dependent terms for all steps at once: [W_fx x_t | W_hx x_t + b]
         return torch.cat(
-            [F.linear(x, self.weight_fx), F.linear(x, self.weight_hx, self.bias)], -1
+            [gemm.linear(x, self.weight_fx), gemm.linear(x, self.weight_hx, self.bias)], -1
         )
 
     def step(
