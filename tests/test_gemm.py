@@ -168,6 +168,18 @@ def test_unavailable_backend_falls_back(missing: str, monkeypatch: pytest.Monkey
     assert all(missing not in c for c in tried)
 
 
+def test_onednn_switched_off_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    if "onednn" not in gemm.usable_backends(torch.float32):
+        pytest.skip("no oneDNN here")
+    w = torch.randn(64, 32)
+    FixedMatmul(w, 8, steps=20)                     # measured with oneDNN a candidate
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", False)
+    assert "onednn" not in gemm.usable_backends(torch.float32)
+    assert FixedMatmul(w, 8, steps=20).backend != "onednn"
+    with gemm.use_backend("onednn"):
+        assert FixedMatmul(w, 8, steps=20).backend == "mm"
+
+
 def test_backend_failing_at_packing_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """A backend whose packing raises (a dtype or CPU it cannot serve) is skipped when measuring
     and replaced by ``mm`` when forced."""

@@ -128,10 +128,12 @@ def available_backends() -> tuple[str, ...]:
 
 
 def usable_backends(dtype: torch.dtype, device: torch.device | str = "cpu") -> tuple[str, ...]:
-    """Backends that can run a product of ``dtype`` on ``device`` (``"mm"`` always)."""
+    """Backends that can run a product of ``dtype`` on ``device`` (``"mm"`` always); oneDNN not
+    while switched off with ``torch.backends.mkldnn.flags(enabled=False)``."""
     if torch.device(device).type != "cpu":
         return ("mm",)
-    return tuple(b for b in available_backends() if b == "mm" or dtype in _DTYPES[b])
+    return tuple(b for b in available_backends() if b == "mm" or (
+        dtype in _DTYPES[b] and (b != "onednn" or torch.backends.mkldnn.enabled)))
 
 
 # ------------------------------------------------------------------------------- overrides
@@ -255,10 +257,11 @@ class Measurement:
     def cost(self, backend: str, steps: int) -> float:
         return self.pack_ms.get(backend, 0.0) + steps * self.call_ms[backend]
 
-    def best(self, steps: int) -> str:
-        """The cheapest backend for ``steps`` calls; an earlier one in :data:`BACKENDS` order
-        wins unless a later one is cheaper by more than :data:`TIE_MARGIN`."""
-        order = [b for b in BACKENDS if b in self.call_ms]
+    def best(self, steps: int, among: tuple[str, ...] = BACKENDS) -> str:
+        """The cheapest backend for ``steps`` calls (of those ``among``); an earlier one in
+        :data:`BACKENDS` order wins unless a later one is cheaper by more than
+        :data:`TIE_MARGIN`."""
+        order = [b for b in BACKENDS if b in self.call_ms and b in among]
         low = min(self.cost(b, steps) for b in order)
         return next(b for b in order if self.cost(b, steps) <= low * (1 + TIE_MARGIN))
 
@@ -354,7 +357,7 @@ def _decide(weight: Tensor, batch: int, transpose: bool, steps: int, a_t: bool
             if m is None:
                 m, products = _measure(weight, batch, transpose, a_t, once, usable)
                 _MEASURED[key] = m
-            backend, how = m.best(steps), "measured"
+            backend, how = m.best(steps, usable), "measured"
     return key, Decision(backend, how, wanted), products
 
 
