@@ -2,12 +2,16 @@
 (forward under ``torch.no_grad``) tokens/s, one layer, time-major input.
 
     .venv/bin/python benchmarks/cells.py [--json] [--sizes paper cpu] [--repeats N]
+        [--gemm auto|mkl|onednn|mm]
 
 Compares ``torch.nn.LSTM`` with treelm's cells: the reference ON-LSTM (``impl="reference"``), the
 fused ON-LSTM (``impl="auto"``: the CPU autograd Function of :mod:`treelm.kernels.onlstm_cpu`) and
 whatever other cells ``treelm.cells`` provides. Each measurement: warm-up runs, then the median of
 ``--repeats`` timed runs. Prints a table (or the JSON with ``--json``) and writes
-``benchmarks/results/cells-<YYYYMMDD>.json`` with the machine and the exact command line.
+``benchmarks/results/cells-<YYYYMMDD>.json`` with the machine (CPU vendor and model included) and
+the exact command line. The per-step recurrent products of the fused ON-LSTM and of the GEMM floor
+run on the backend :mod:`treelm.kernels.gemm` measures fastest per shape (``--gemm`` forces one);
+the record lists, per size and model, which backend each product used and the times measured.
 
 Run it alone on an otherwise idle machine: the numbers are wall-clock times.
 """
@@ -31,6 +35,8 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_info  # noqa: E402
+
+from treelm.kernels import gemm  # noqa: E402
 
 # Problem sizes (the lead may adjust them). "paper": Shen et al. 2019 / AWD-LSTM on PTB (batch 20,
 # BPTT 70, embedding 400, hidden 1150, chunk 10); "cpu": the CPU training configuration.
@@ -125,6 +131,10 @@ class _GemmOnly(torch.autograd.Function):
     forward:  X W_ihᵀ for all T·B rows at once, then T recurrent products h W_hhᵀ, (B, H)·(H, G)
     backward: T products dG_t W_hh, (B, G)·(G, H); dW_hh = dGᵀ H, dW_ih = dGᵀ X as one GEMM each
               over all steps; dX = dG W_ih
+
+    Every product runs as the fused ON-LSTM runs it: on the GEMM backend measured fastest for its
+    shape (:mod:`treelm.kernels.gemm`, or the one ``--gemm`` forces), the recurrent weight packed
+    once per sequence where that backend packs; so the floor is one whichever backend is fastest.
     """
 
     @staticmethod
@@ -134,10 +144,11 @@ class _GemmOnly(torch.autograd.Function):
         T, B, _ = x.shape
         G, H = w_hh.shape
         x2 = x.reshape(T * B, -1)
-        xp = x2 @ w_ih.t()                                   # (T·B, G)
+        xp = gemm.linear(x2, w_ih)                           # (T·B, G), as the fused path
         out = x.new_empty(B, G)
+        recurrent = gemm.FixedMatmul(w_hh, B, steps=T)
         for t in range(T):
-            torch.mm(hs[t * B:(t + 1) * B], w_hh.t(), out=out)
+            recurrent(hs[t * B:(t + 1) * B], out=out)
         ctx.save_for_backward(x2, w_ih, w_hh, hs, dg)
         ctx.shape = (T, B)
         return out[0, 0] * 0 + xp[0, 0] * 0                  # a scalar; the products are done
@@ -147,11 +158,12 @@ class _GemmOnly(torch.autograd.Function):
         x2, w_ih, w_hh, hs, dg = ctx.saved_tensors
         T, B = ctx.shape
         dh = x2.new_empty(B, w_hh.shape[1])
+        recurrent_t = gemm.FixedMatmul(w_hh, B, transpose=True, steps=T)
         for t in range(T):
-            torch.mm(dg[t * B:(t + 1) * B], w_hh, out=dh)
-        d_whh = dg.t() @ hs
-        d_wih = dg.t() @ x2
-        dx = dg @ w_ih
+            recurrent_t(dg[t * B:(t + 1) * B], out=dh)
+        d_whh = gemm.matmul(dg.t(), hs)
+        d_wih = gemm.matmul(dg.t(), x2)
+        dx = gemm.matmul(dg, w_ih)
         return dx.view(T, B, -1), d_wih, d_whh, None, None
 
 
@@ -221,6 +233,7 @@ def measure(
     tokens = size["bptt"] * size["batch"]
     result: dict[str, Any] = {}
     for mode, fn in (("train", train), ("inference", infer)):
+        gemm.clear_decisions()
         ts = _time(fn, warmup, repeats)
         med = statistics.median(ts)
         result[mode] = {
@@ -228,6 +241,10 @@ def measure(
             "ms_median": med * 1e3,
             "ms_runs": [t * 1e3 for t in ts],
         }
+        # the GEMM backend of each recurrent product this model ran through treelm.kernels.gemm
+        # (fused ON-LSTM, GEMM floor), chosen on the first (warm-up) run, not timed
+        if gemm.decisions():
+            result[mode]["gemm"] = gemm.decisions()
     return result
 
 
@@ -240,6 +257,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--threads", type=int, default=THREADS)
     ap.add_argument("--models", nargs="+", default=None, help="only these (names as printed)")
     ap.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
+    ap.add_argument("--gemm", choices=gemm.CHOICES, default=None,
+                    help="GEMM backend of the fused ON-LSTM and the floor's per-step products: "
+                    "auto (measured per shape, the default) or one forced; default: "
+                    f"${gemm.ENV_VAR} or auto")
     ap.add_argument("--official", type=Path, default=None, metavar="CHECKOUT",
                     help="also time the official ON-LSTM from this checkout of "
                     "yikangshen/Ordered-Neurons (not shipped with treelm)")
@@ -247,6 +268,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the trainer and the CLI do
+    if args.gemm is not None:
+        gemm.set_backend(args.gemm)
     available = models(args.official)
     chosen = args.models or list(available)
     unknown = [m for m in chosen if m not in available]
@@ -290,6 +313,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "machine": {**machine_info(), "mkl": torch.backends.mkl.is_available(),
                     "mkldnn": torch.backends.mkldnn.is_available()},
+        "gemm": {"requested": gemm.requested_backend(),
+                 "available": list(gemm.available_backends()),
+                 "used": _gemm_summary(results)},
         "threads": args.threads,
         "warmup": args.warmup,
         "repeats": args.repeats,
@@ -309,6 +335,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return report
 
 
+def _gemm_summary(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, str]]]:
+    """``{size: {model: {"train"|"inference": "product backend, …"}}}`` for the models whose
+    recurrent products went through :mod:`treelm.kernels.gemm`."""
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for r in results:
+        for mode in ("train", "inference"):
+            rows = r.get(mode, {}).get("gemm")
+            if rows:
+                out.setdefault(r["size"], {}).setdefault(r["model"], {})[mode] = _gemm_line(rows)
+    return out
+
+
+def _gemm_line(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{d['product']} {d['backend']} ({d['how']})" for d in rows)
+
+
 def _print_row(entry: dict[str, Any]) -> None:
     head = f"{entry['size']:>6} {entry['model']:<20}"
     if "error" in entry:
@@ -317,6 +359,8 @@ def _print_row(entry: dict[str, Any]) -> None:
     tr, inf = entry["train"], entry["inference"]
     print(f"{head} train {tr['tokens_per_s']:9.0f} tok/s ({tr['ms_median']:7.1f} ms)   "
           f"inference {inf['tokens_per_s']:9.0f} tok/s ({inf['ms_median']:7.1f} ms)", flush=True)
+    if "gemm" in tr:
+        print(f"{'':>6} {'':<20} GEMM: {_gemm_line(tr['gemm'])}", flush=True)
 
 
 if __name__ == "__main__":

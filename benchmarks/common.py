@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,20 +18,62 @@ import torch
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def cpu_model() -> str:
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field`` line of /proc/cpuinfo (Linux), or ``None``."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.split(":", 1)[0].strip() == field:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or "unknown"
+
+
+def lscpu() -> dict[str, str]:
+    """``lscpu``'s fields (name -> value), empty where it is missing."""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10,
+                              env={**os.environ, "LC_ALL": "C"}).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {k.strip(): v.strip() for k, _, v in
+            (line.partition(":") for line in text.splitlines()) if v.strip()}
+
+
+# The vector extensions that decide which GEMM kernels oneDNN and MKL can use (x86 flag names).
+SIMD_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+              "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_info() -> dict[str, Any]:
+    """Who made the CPU and which one it is: a hypervisor may show only "AMD EPYC" as its name,
+    so the family/model/stepping numbers and the vector extensions are recorded too (the GEMM
+    backends' speed depends on them)."""
+    ls = lscpu()
+    flags = set((ls.get("Flags") or _cpuinfo("flags") or "").split())
+    info: dict[str, Any] = {
+        "cpu_vendor": _cpuinfo("vendor_id") or ls.get("Vendor ID") or "unknown",
+        "cpu_model": ls.get("Model name") or cpu_model(),
+        "cpu_family_model_stepping": "/".join(
+            ls.get(k, "?") for k in ("CPU family", "Model", "Stepping")),
+        "cpu_simd": [f for f in SIMD_FLAGS if f in flags],
+    }
+    try:
+        info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError):
+        pass
+    return info
 
 
 def machine_info() -> dict[str, Any]:
     info = {
         "platform": platform.platform(),
         "cpu": cpu_model(),
+        **cpu_info(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "torch": torch.__version__,

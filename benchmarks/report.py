@@ -21,8 +21,9 @@ def newest(script: str) -> tuple[Path, dict] | None:
 
 def machine_line(rec: dict) -> str:
     m = rec.get("machine", {})
-    return (f"{m.get('cpu', m.get('cpu_model', '?'))}, {m.get('torch_threads', '?')} torch "
-            f"threads, torch {m.get('torch', '?')}")
+    vendor = f" ({m['cpu_vendor']})" if m.get("cpu_vendor") else ""
+    return (f"{m.get('cpu', m.get('cpu_model', '?'))}{vendor}, {m.get('torch_threads', '?')} "
+            f"torch threads, torch {m.get('torch', '?')}")
 
 
 def cells_section(path: Path, rec: dict) -> list[str]:
@@ -44,6 +45,9 @@ def cells_section(path: Path, rec: dict) -> list[str]:
                 out.append(f"| {r['model']} | {r['train']['tokens_per_s']:,.0f} | "
                            f"{r['inference']['tokens_per_s']:,.0f} |")
         out.append("")
+        for model, modes in rec.get("gemm", {}).get("used", {}).get(size, {}).items():
+            if "train" in modes:    # the training run covers the forward and backward products
+                out.append(f"- GEMM backends of {model}: {modes['train']}")
         for mode in ("train", "inference"):
             ratios = rec.get("ratios", {}).get(f"{size}.{mode}")
             if ratios:

@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "rundir": {"text", "errors"},
     "tasks": {"cells", "nn", "models", "data", "text", "rundir", "config", "errors"},
     "run": {"tasks", "models", "rundir", "text", "config", "errors"},
-    "train": {"run", "tasks", "models", "rundir", "data", "text", "config", "errors"},
+    "train": {"run", "tasks", "models", "rundir", "data", "text", "kernels", "config", "errors"},
     "decode": {"run", "text", "errors"},
     "syntax": {"run", "cells", "data", "text", "errors"},
     "analysis": {"run", "models", "cells", "data", "text", "errors"},

@@ -1,4 +1,8 @@
-"""The fused ON-LSTM kernels (``treelm.kernels``) against the readable reference cell."""
+"""The fused ON-LSTM kernels (``treelm.kernels``) against the readable reference cell.
+
+The CPU path's recurrent products run on a GEMM backend chosen by measurement
+(:mod:`treelm.kernels.gemm`); the equivalence tests force each backend this machine can run for
+the dtype, so every one of them is checked against the reference, whichever would win here."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from treelm.cells.onlstm import ONLSTM  # noqa: E402
-from treelm.kernels import onlstm_sequence, triton_available  # noqa: E402
+from treelm.kernels import gemm, onlstm_sequence, triton_available  # noqa: E402
 from treelm.kernels.onlstm_cpu import ONLSTMFunction, onlstm_cpu_sequence  # noqa: E402
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
@@ -76,15 +80,38 @@ CASES = list(itertools.product(
     SHAPES, CHUNKS, ("paper", "symmetric"), (False, True), (False, True)
 ))
 
+# (dtype, GEMM backend): every backend that can run the dtype here (float64: only "mm")
+DTYPE_BACKENDS = [(dt, b) for dt in (torch.float32, torch.float64)
+                  for b in gemm.usable_backends(dt)]
+DTYPE_BACKEND_IDS = [f"{'f32' if dt == torch.float32 else 'f64'}-{b}" for dt, b in DTYPE_BACKENDS]
+F32_BACKENDS = gemm.usable_backends(torch.float32)
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+
+@pytest.fixture
+def forced_gemm(request: pytest.FixtureRequest):
+    """Runs the test with ``request.param`` forced as the GEMM backend; yields a check that the
+    fused path's products (forward and backward) did run on it."""
+    backend = request.param
+
+    def used_only_it() -> None:
+        used = {d["backend"] for d in gemm.decisions()}
+        assert used == {backend}, f"asked for {backend}, the products ran on {used}"
+
+    gemm.clear_decisions()
+    with gemm.use_backend(backend):
+        yield used_only_it
+
+
+@pytest.mark.parametrize(
+    "dtype,forced_gemm", DTYPE_BACKENDS, ids=DTYPE_BACKEND_IDS, indirect=["forced_gemm"]
+)
 @pytest.mark.parametrize(
     "shape,chunk,master_input,dropconnect,carried", CASES,
     ids=[f"{s}-c{c}-{m}-dc{int(d)}-st{int(st)}" for s, c, m, d, st in CASES],
 )
 def test_cpu_matches_reference(
     shape: tuple[int, int, int, int], chunk: int | str, master_input: str, dropconnect: bool,
-    carried: bool, dtype: torch.dtype,
+    carried: bool, dtype: torch.dtype, forced_gemm,
 ) -> None:
     T, B, I, H = shape
     chunk = H if chunk == "H" else chunk
@@ -95,19 +122,33 @@ def test_cpu_matches_reference(
     _assert_all_close(
         _run(ref, x, state, dropconnect), _run(fused, x, state, dropconnect), TOL[dtype]
     )
+    forced_gemm()
 
 
+@pytest.mark.parametrize("forced_gemm", F32_BACKENDS, indirect=True)
 @pytest.mark.parametrize("master_input", ["paper", "symmetric"])
-def test_paper_size_slice_matches_reference(master_input: str) -> None:
-    """Chunk 10 as in the paper, with a batch and width large enough for MKL's packed GEMM."""
+def test_paper_size_slice_matches_reference(master_input: str, forced_gemm) -> None:
+    """Chunk 10 as in the paper, with a batch and width large enough for the packed GEMMs."""
     torch.manual_seed(0)
     ref, fused = _pair(16, 60, 10, master_input, torch.float32, "auto")
     x = torch.randn(12, 8, 16)
     _assert_all_close(_run(ref, x, None, True), _run(fused, x, None, True), 1e-5)
+    forced_gemm()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-def test_no_grad_forward_matches_reference(dtype: torch.dtype) -> None:
+def test_auto_gemm_matches_reference() -> None:
+    """Whatever the measurement picks (unforced), the numbers are the reference's."""
+    torch.manual_seed(0)
+    ref, fused = _pair(16, 60, 10, "paper", torch.float32, "auto")
+    x = torch.randn(12, 8, 16)
+    with gemm.use_backend("auto"):
+        _assert_all_close(_run(ref, x, None, True), _run(fused, x, None, True), 1e-5)
+
+
+@pytest.mark.parametrize(
+    "dtype,forced_gemm", DTYPE_BACKENDS, ids=DTYPE_BACKEND_IDS, indirect=["forced_gemm"]
+)
+def test_no_grad_forward_matches_reference(dtype: torch.dtype, forced_gemm) -> None:
     torch.manual_seed(0)
     ref, fused = _pair(5, 12, 3, "paper", dtype, "cpu")
     x = torch.randn(6, 4, 5, dtype=dtype)
@@ -118,6 +159,7 @@ def test_no_grad_forward_matches_reference(dtype: torch.dtype) -> None:
     for u, v in [(a[0], b[0]), (a[1][0], b[1][0]), (a[1][1], b[1][1]),
                  (a[2]["df"], b[2]["df"]), (a[2]["di"], b[2]["di"])]:
         torch.testing.assert_close(u, v, atol=TOL[dtype], rtol=TOL[dtype])
+    forced_gemm()
 
 
 def test_partial_requires_grad() -> None:

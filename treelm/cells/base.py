@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from treelm.kernels import gemm
+
 State = tuple[Tensor, ...]
 
 
@@ -73,6 +75,9 @@ class Cell(nn.Module):
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
+        """One time step. A product by a weight that is the same at every step may go through
+        :func:`treelm.kernels.gemm.linear` (same numbers and gradients as ``F.linear``) to run on
+        the GEMM backend measured fastest for the loop."""
         raise NotImplementedError
 
     def forward(
@@ -88,9 +93,12 @@ class Cell(nn.Module):
         xp = self.input_projection(x)
         outs: list[Tensor] = []
         auxs: dict[str, list[Tensor]] = {}
-        for t in range(x.size(0)):
-            out, state, aux = self.step(x[t], None if xp is None else xp[t], state, w)
-            outs.append(out)
-            for k, v in aux.items():
-                auxs.setdefault(k, []).append(v)
+        # products a step makes through gemm.linear run on the GEMM backend measured fastest for
+        # T of them, each weight prepared once (F.linear's numbers and gradients either way)
+        with gemm.loop(x.size(1), x.size(0)):
+            for t in range(x.size(0)):
+                out, state, aux = self.step(x[t], None if xp is None else xp[t], state, w)
+                outs.append(out)
+                for k, v in aux.items():
+                    auxs.setdefault(k, []).append(v)
         return torch.stack(outs), state, {k: torch.stack(v) for k, v in auxs.items()}

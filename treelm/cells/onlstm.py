@@ -128,6 +128,8 @@ class ONLSTM(Cell):
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
         h, c = state
+        # plain F.linear on purpose (not gemm.linear): this loop is the oracle the fused kernels,
+        # whose products go through treelm.kernels.gemm, are tested against
         gates = xp_t + F.linear(h, w["weight_hh"], self.bias_hh)
         h, c, df, di = onlstm_update(gates, c, self.n_levels, self.master_input)
         return h, (h, c), {"df": df, "di": di}

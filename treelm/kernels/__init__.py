@@ -6,6 +6,11 @@
   in one Triton kernel (CUDA tensors, or CPU under ``TRITON_INTERPRET=1``); needs ``triton``.
 * ``"auto"`` / ``"fused"``: Triton for CUDA tensors when it is importable, ``"cpu"`` otherwise.
 
+Their matrix products (the per-step recurrent ones, the input projection, the weight gradient) go
+through :mod:`treelm.kernels.gemm`, which runs each on the GEMM backend (MKL packed, oneDNN, plain
+``torch.mm``) measured fastest for its shape on this machine (always ``torch.mm`` for CUDA and
+float64 tensors); ``TREELM_GEMM=auto|mkl|onednn|mm`` overrides the choice.
+
 ``"reference"`` (the readable per-step cell) is handled by the cell itself.
 """
 

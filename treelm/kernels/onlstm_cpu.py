@@ -29,13 +29,18 @@ Softmax backward ignores a constant added to ``δp̃`` along the levels, so the 
 ``Σ_{k≥j} x_k`` is replaced by ``x_j − cumsum(x)_j`` (they differ by the row total).
 
 The input projection (one GEMM for all steps) stays outside the Function, so autograd handles
-``weight_ih`` and both biases (``b_hh`` is folded into the projection's bias).
+``weight_ih`` and both biases (``b_hh`` is folded into the projection's bias); it runs through
+:func:`treelm.kernels.gemm.linear` (``F.linear``'s numbers and gradients, on the backend measured
+fastest for its shape).
 
 Cost structure (why it is fast): per step one recurrent GEMM forward and one backward, both against
-a weight packed once per sequence for MKL (float32 CPU; plain ``addmm``/``mm`` otherwise); the
-gate math writes into preallocated per-sequence buffers through views made once; the weight
-gradient is a single ``(G, T·B) @ (T·B, H)`` GEMM after the loop. Saved per step: the activated
-gates, ``p̃``, ``[ĩ, f̃]``, ``[î, f̂]``, ``c_{t-1}``, ``tanh(c_t)`` and ``h_t`` (the output).
+a weight prepared once per sequence for the GEMM backend measured fastest for that shape on this
+machine (:mod:`treelm.kernels.gemm`: MKL packed, oneDNN packed or plain ``addmm``/``mm``; always
+plain for float64 and non-CPU tensors); the gate math writes into preallocated per-sequence
+buffers through views made once; the weight gradient is a single ``(G, T·B) @ (T·B, H)`` GEMM
+after the loop (:func:`treelm.kernels.gemm.matmul`, also on the backend measured fastest).
+Saved per step: the activated gates, ``p̃``, ``[ĩ, f̃]``, ``[î, f̂]``, ``c_{t-1}``, ``tanh(c_t)`` and
+``h_t`` (the output).
 """
 
 from __future__ import annotations
@@ -44,9 +49,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from treelm.kernels.gemm import FixedMatmul, linear, matmul
 
 __all__ = [
     "ForwardBuffers",
@@ -58,58 +64,6 @@ __all__ = [
 ]
 
 _aten = torch.ops.aten
-
-
-def _mkl_packing_available() -> bool:
-    try:
-        return torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
-    except (AttributeError, RuntimeError):
-        return False
-
-
-_MKL_PACKED = _mkl_packing_available()
-
-
-def _transpose_contiguous(w: Tensor, block: int = 256) -> Tensor:
-    """``w.t().contiguous()``, copied in row blocks (several times faster for large ``w``)."""
-    out = w.new_empty(w.shape[1], w.shape[0])
-    for i in range(0, w.shape[0], block):
-        out[:, i : i + block].copy_(w[i : i + block].t())
-    return out
-
-
-class _FixedMatmul:
-    """``a (B, K) -> a @ W^T`` (or ``a @ W`` with ``transpose``) for one ``W`` reused every step.
-
-    On CPU in float32 the (N, K) operand is packed once for MKL's GEMM
-    (``torch.ops.mkl._mkl_linear``, as inductor does for frozen linear layers), which saves
-    re-packing it in each of the ``T`` small (M = B) GEMMs; otherwise ``torch.addmm`` reads the
-    weight (or its transpose) as it is.
-    """
-
-    def __init__(self, weight: Tensor, batch: int, transpose: bool = False) -> None:
-        self.batch = batch
-        self.packed: Tensor | None = None
-        self.weight = weight
-        self.rhs = weight if transpose else weight.t()
-        if _MKL_PACKED and weight.device.type == "cpu" and weight.dtype == torch.float32:
-            w = _transpose_contiguous(weight) if transpose else weight.contiguous()
-            try:
-                self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, batch)
-            except RuntimeError:        # not packable here: plain GEMMs
-                return
-            self.weight, self.rhs = w, w.t()
-
-    def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None) -> Tensor:
-        """``add + a @ W^T`` (``add`` optional), written into ``out`` when given."""
-        if self.packed is None:
-            if add is None:
-                return torch.mm(a, self.rhs, out=out) if out is not None else torch.mm(a, self.rhs)
-            return torch.addmm(add, a, self.rhs, out=out)
-        r = torch.ops.mkl._mkl_linear(a, self.packed, self.weight, None, self.batch)
-        if add is None:
-            return r if out is None else out.copy_(r)
-        return torch.add(add, r, out=out)
 
 
 class ForwardBuffers:
@@ -241,7 +195,7 @@ def onlstm_forward_loop(
     T, B, _ = xp.shape
     buf = ForwardBuffers(xp, h0.shape[1], n_levels, save)
     step = cell(buf, symmetric)
-    recurrent = _FixedMatmul(weight_hh, B)                # h (B, H) -> h U^T (B, G)
+    recurrent = FixedMatmul(weight_hh, B, steps=T)        # h (B, H) -> h U^T (B, G)
     gates = buf.gates.unbind(0)
     out = buf.out.unbind(0)
     buf.cs[0].copy_(c0)
@@ -298,7 +252,7 @@ def onlstm_backward_loop(
     ones = buf.gates.new_ones(C)
     sign = buf.gates.new_tensor([1.0, -1.0]).view(1, 2, 1)
     dp1, dm1 = dp[:, 1], dm[:, 1]
-    recurrent_t = _FixedMatmul(weight_hh, B, transpose=True)   # δz (B, G) -> δz U (B, H)
+    recurrent_t = FixedMatmul(weight_hh, B, transpose=True, steps=T)  # δz (B, G) -> δz U (B, H)
     dh = None if dh_last is None else dh_last.clone()
     dc = buf.gates.new_zeros(B, H) if dc_last is None else dc_last.clone()
     for t in range(T - 1, -1, -1):
@@ -340,10 +294,9 @@ def onlstm_backward_loop(
         dc.mul_(hf[t])
         dh = recurrent_t(dz_all[t])
     dU = None
-    if need_weight:
-        dU = torch.mm(dG[0].t(), h0)
-        if T > 1:
-            dU.addmm_(dG[1:].reshape(-1, G).t(), buf.out[:-1].reshape(-1, H))
+    if need_weight:                 # δU = Σ_t δz_tᵀ h_{t-1}: one (G, T·B)·(T·B, H) product
+        hs = torch.cat((h0.unsqueeze(0), buf.out[:-1])) if T > 1 else h0.unsqueeze(0)
+        dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
     assert dh is not None
     return dG, dh, dc, dU
 
@@ -410,7 +363,7 @@ def onlstm_cpu_sequence(
     if master_input not in ("paper", "symmetric"):
         raise ValueError(f"unknown master_input {master_input!r}")
     h0, c0 = state
-    xp = F.linear(x, weight_ih, bias_ih + bias_hh)            # all steps' input part, one GEMM
+    xp = linear(x, weight_ih, bias_ih + bias_hh)              # all steps' input part, one GEMM
     symmetric = master_input == "symmetric"
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (xp, h0, c0, weight_hh)

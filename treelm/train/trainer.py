@@ -15,6 +15,7 @@ The loop knows nothing of the data: a batch goes to ``task.loss``, scores come f
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import shutil
 import sys
@@ -26,6 +27,7 @@ from torch import nn
 
 from treelm.config import dump_config
 from treelm.errors import TreelmError
+from treelm.kernels import gemm
 from treelm.rundir.checkpoint import (
     load_trainer_state,
     load_weights,
@@ -107,7 +109,8 @@ class Trainer:
                  "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
                  "optimizer": self.optimizer.state_dict(),
                  "averager": self.averager.state_dict(),
-                 "torch_rng": torch.get_rng_state(), "world": self.dist.world}
+                 "torch_rng": torch.get_rng_state(), "world": self.dist.world,
+                 "gemm": gemm.measurements()}     # a resume chooses the same GEMM backends
         if self.dist.main:
             save_checkpoint(self.files.path, self.model, state, self.signature, best,
                             self.averager if self.averager.active else None)
@@ -125,6 +128,7 @@ class Trainer:
         self.optimizer.load_state_dict(s["optimizer"])
         self.averager.load_state_dict(s["averager"])
         torch.set_rng_state(s["torch_rng"])
+        gemm.restore_measurements(s.get("gemm", []))
         self.metrics.nbytes = self.s.metrics_bytes
         if self.dist.main:  # forget what was logged after the checkpoint
             self.metrics.truncate(self.s.metrics_bytes)
@@ -178,7 +182,7 @@ class Trainer:
             self.tell(f"treelm: interrupted ({self.stop.signal}): saved a checkpoint at step "
                      f"{self.s.step} (epoch {self.s.epoch}, {self.s.elapsed / 60:.1f} min); "
                      f"treelm train --resume {self.files.path} continues from there")
-            D.teardown(self.dist)
+            self._leave_group()
             return {"interrupted": True, "step": self.s.step, "elapsed": self.s.elapsed}
         s = self.s
         summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
@@ -190,8 +194,14 @@ class Trainer:
                 h.update(p.detach().cpu().numpy().tobytes())
             summary["rank_digests"] = D.gather_objects(h.hexdigest(), self.dist)
         self.event("done", **summary)
-        D.teardown(self.dist)
+        self._leave_group()
         return summary
+
+    def _leave_group(self) -> None:
+        # DDP's reducer holds the process group: drop it first, or gloo may abort at exit
+        self.net = self.model
+        gc.collect()
+        D.teardown(self.dist)
 
     def _loop(self) -> str | None:
         """Epochs until done; returns "budget", "interrupted" or None (all epochs)."""
