@@ -27,9 +27,10 @@ ALLOWED: dict[str, set[str]] = {
     "run": {"tasks", "models", "rundir", "text", "config", "errors"},
     "train": {"run", "tasks", "models", "rundir", "data", "text", "kernels", "config", "errors"},
     "decode": {"run", "text", "errors"},
+    "tag": {"run", "tasks", "text", "errors"},
     "syntax": {"run", "cells", "data", "text", "errors"},
     "analysis": {"run", "models", "cells", "data", "text", "errors"},
-    "cli": {"train", "decode", "syntax", "analysis", "errors"},
+    "cli": {"train", "decode", "tag", "syntax", "analysis", "errors"},
 }
 
 

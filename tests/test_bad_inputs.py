@@ -15,6 +15,7 @@ import pytest
 from treelm.cli import main
 
 TRAIN = ["train", "--config", "configs/tiny-lm.yaml", "--out", "{out}", "--quiet"]
+TAGGING = ["train", "--config", "configs/tiny-tagging.yaml", "--out", "{out}", "--quiet"]
 
 CASES: list[tuple[str, list[str], str]] = [
     # ---------------------------------------------------------------- train: config values
@@ -76,6 +77,18 @@ CASES: list[tuple[str, list[str], str]] = [
      "drop --config"),
     ("out-exists", ["train", "--config", "configs/tiny-lm.yaml", "--out", "{run}"],
      "already holds a run"),
+    # ---------------------------------------------------------------- train: slot filling
+    ("tag-window-even", [*TAGGING, "model.window=4"], "window must be odd"),
+    ("tag-feedback", [*TAGGING, "model.feedback=output"], "model.feedback = 'output'"),
+    ("tag-feedback-cell", [*TAGGING, "model.feedback=labels", "model.cell=lstm"],
+     "bad options for cell 'lstm'"),
+    ("tag-feedback-layers", [*TAGGING, "model.feedback=labels", "model.cell=jordan",
+                             "model.sizes=[8,8,8]"], "one recurrent layer"),
+    ("tag-unknown-policy", [*TAGGING, "data.unknown_labels=drop"], "data.unknown_labels"),
+    ("tag-missing-split", [*TAGGING, "data.test=null"], "missing: data.test"),
+    ("tag-missing-dir", [*TAGGING, "data.valid={tmp}/nodir"], "nodir: no such file"),
+    ("tag-lm-keys", [*TAGGING, "train.bptt=35"], "unknown train options ['bptt']"),
+    ("tag-intent-weight", [*TAGGING, "train.intent_weight=-1"], "train.intent_weight"),
     # ---------------------------------------------------------------- eval
     ("eval-not-run", ["eval", "{tmp}"], "not a treelm run directory"),
     ("eval-missing", ["eval", "{tmp}/nothing"], "no such run directory"),
@@ -109,6 +122,12 @@ CASES: list[tuple[str, list[str], str]] = [
     ("plot-tree-suffix", ["plot-tree", "(a b)", "-o", "{tmp}/t.doc"], "must end in .png"),
     ("plot-tree-layer", ["plot-tree", "(a b)", "--layer", "1", "-o", "{tmp}/t.png"],
      "--layer needs --run"),
+    # ---------------------------------------------------------------- tag
+    ("tag-lm-run", ["tag", "{run}", "--input", "{tmp}/short.txt"], "holds a 'lm' run"),
+    ("tag-input-missing", ["tag", "{run}", "--input", "{tmp}/none.txt"], "none.txt: no such"),
+    ("tag-empty-line", ["tag", "{run}", "--input", "{tmp}/empty.txt"], "empty.txt:1: empty"),
+    ("tag-batch", ["tag", "{run}", "--input", "{tmp}/short.txt", "--batch-size", "0"],
+     "--batch-size must be >= 1"),
     # ---------------------------------------------------------------- gradflow
     ("gradflow-none", ["gradflow"], "needs either --runs"),
     ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),

@@ -13,6 +13,8 @@ EPILOG = """examples:
   treelm train --config configs/ptb-onlstm-cpu.yaml --out runs/onlstm train.max_minutes=60
   treelm train --resume runs/onlstm            # continue a stopped or killed run
   treelm eval runs/onlstm --split test
+  treelm train --config configs/atis-elman.yaml --out runs/atis-elman   # slot filling
+  echo "show me flights from boston to denver tomorrow" | treelm tag runs/atis-elman
 """
 
 
@@ -29,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="treelm",
         description="Sequence models that learn structure: train recurrent language models "
-        "(ON-LSTM, LSTM, GRU, Elman, Jordan, MRNN, Tensor RNN) and evaluate them.",
+        "(ON-LSTM, LSTM, GRU, Elman, Jordan, MRNN, Tensor RNN) and evaluate them; tag slots.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"treelm {_version()}")
     sub = p.add_subparsers(dest="verb", metavar="VERB")
@@ -47,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parse(sub)
     add_plot(sub)
     add_plot_tree(sub)
+    from treelm.tag.commands import add_tag
+    add_tag(sub)
     return p
 
 

@@ -9,8 +9,9 @@ from torch import nn
 from treelm.config import check_kwargs
 from treelm.errors import ConfigError
 from treelm.models.lm import RNNLM
+from treelm.models.tagger import Tagger
 
-MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM}
+MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM, "tagger": Tagger}
 
 
 def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:

@@ -11,8 +11,9 @@ from treelm.config import parse_section
 from treelm.errors import ConfigError
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.tasks.lm import LMTask
+from treelm.tasks.tagging import TaggingTask
 
-TASKS: dict[str, type[Task]] = {"lm": LMTask}
+TASKS: dict[str, type[Task]] = {"lm": LMTask, "tagging": TaggingTask}
 
 __all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "Task", "TaskOptions", "task_class",
            "task_options"]

@@ -231,8 +231,9 @@ class Trainer:
             tr_loss = s.epoch_loss / max(1, s.epoch_units)
             self.event("valid", **ev.scores, train_loss=tr_loss, lr=self.lr_now(),
                        epoch_end=True)
-            train_txt = " | ".join(f"train {k} {v:8.2f}"
-                                   for k, v in self.task.train_scores(tr_loss).items())
+            train_txt = " | ".join(f"train {k} {v:8.2f}" for k, v in
+                                   self.task.train_scores(tr_loss).items()) or \
+                f"train loss {tr_loss:.4f}"
             self.say(f"| epoch {s.epoch:3d} | {s.elapsed / 60:6.1f} min | {train_txt} | "
                      f"{_scores(ev, 'valid')}" + (" | best" if improved else ""))
             s.epoch += 1

@@ -1,0 +1,167 @@
+"""Slot filling on ATIS and SNIPS: every cell with its best context window, Elman's window effect,
+Mesnil's bidirectional Jordan, test F1 over seeds, training time per run.
+
+    .venv/bin/python benchmarks/slot_filling.py --data ../shared/data
+        [--datasets atis snips] [--cells elman jordan lstm gru onlstm] [--windows 1 5 9]
+        [--seeds 3] [--runs runs/slot_filling] [key=value ...]
+
+For each dataset and cell the config ``configs/<dataset>-<cell>.yaml`` is trained with each window
+of ``--windows`` (seed 1); the best window is the one with the best *validation* F1 (the test set
+never chooses anything). Elman and Jordan on ATIS are then trained with ``--seeds`` seeds at their
+best window, and the test F1 is reported as mean ± sample standard deviation; every other row has
+one seed. Mesnil et al.'s bidirectional Jordan (``model.bidirectional=true``) is trained at the
+Jordan's best window. Test F1 is conlleval's chunk F1 (:mod:`treelm.tasks.conlleval`) of the
+checkpoint with the best validation F1. Each run's training minutes (budget 30 by the configs)
+are recorded.
+
+Writes ``benchmarks/results/slot_filling-<YYYYMMDD>.json`` (entries merged by name, so a study can
+be run in parts) and prints a Markdown table for docs/slot-filling.md. Run alone: the minutes are
+wall-clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import result_path, write_result  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = "show me flights from boston to denver tomorrow"
+
+
+def train(name: str, config: Path, data: Path, dataset: str, runs: Path,
+          overrides: list[str]) -> dict[str, Any]:
+    """Train one run (kept if it finished before) and score its best checkpoint on test."""
+    from treelm.run import load_run
+    from treelm.rundir.files import read_metrics
+
+    run = runs / name
+    paths = [f"data.{s}={data / dataset / s}" for s in ("train", "valid", "test")]
+    done = run.exists() and read_metrics(run, "done")
+    if not done:
+        cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", str(config), "--out",
+               str(run), "--force", "--quiet", *paths, *overrides]
+        print("+", " ".join(cmd[2:]), file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True, cwd=ROOT)
+    end = read_metrics(run, "done")[-1]
+    valid = read_metrics(run, "valid")
+    r = load_run(run)
+    test = r.task.evaluate(r.model, "test").scores
+    return {"run": str(run), "overrides": overrides, "valid_f1": end["best_valid_f1"],
+            "epochs": end["epochs"], "minutes": round(end["elapsed"] / 60, 2),
+            "valid_curve": [round(m["f1"], 2) for m in valid],
+            "test": {k: round(v, 2) for k, v in test.items()}}
+
+
+def mean_std(xs: list[float]) -> dict[str, Any]:
+    return {"mean": round(statistics.mean(xs), 2),
+            "std": round(statistics.stdev(xs), 2) if len(xs) > 1 else None, "n": len(xs)}
+
+
+def study(args: argparse.Namespace) -> dict[str, Any]:
+    entries: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for ds in args.datasets:
+        best_window: dict[str, int] = {}
+        for cell in args.cells:
+            config = ROOT / "configs" / f"{ds}-{cell}.yaml"
+            by_window = {}
+            for w in args.windows:
+                name = f"{ds}-{cell}-w{w}-s1"
+                entries[name] = by_window[w] = train(name, config, args.data, ds, args.runs,
+                                                     [f"model.window={w}", *args.overrides])
+            best = max(by_window, key=lambda w: by_window[w]["valid_f1"])
+            best_window[cell] = best
+            seeds = args.seeds if ds == "atis" and cell in ("elman", "jordan") else 1
+            runs = [by_window[best]]
+            for s in range(2, seeds + 1):
+                name = f"{ds}-{cell}-w{best}-s{s}"
+                entries[name] = train(name, config, args.data, ds, args.runs,
+                                      [f"model.window={best}", f"seed={s}", *args.overrides])
+                runs.append(entries[name])
+            rows.append({"dataset": ds, "model": cell, "window": best,
+                         "test_f1": mean_std([r["test"]["f1"] for r in runs]),
+                         "intent_accuracy": mean_std([r["test"]["intent_accuracy"] for r in runs
+                                                      if "intent_accuracy" in r["test"]]),
+                         "window_1_test_f1": by_window[1]["test"]["f1"] if 1 in by_window
+                         else None,
+                         "minutes_per_run": round(statistics.mean(r["minutes"] for r in runs), 1)})
+        if "jordan" in best_window and not args.no_bidirectional:
+            w = best_window["jordan"]
+            name = f"{ds}-jordan-bi-w{w}-s1"
+            entries[name] = train(name, ROOT / "configs" / f"{ds}-jordan.yaml", args.data, ds,
+                                  args.runs, [f"model.window={w}", "model.bidirectional=true",
+                                              *args.overrides])
+            rows.append({"dataset": ds, "model": "jordan (bidirectional)", "window": w,
+                         "test_f1": mean_std([entries[name]["test"]["f1"]]),
+                         "intent_accuracy": mean_std([entries[name]["test"]["intent_accuracy"]]),
+                         "window_1_test_f1": None, "minutes_per_run": entries[name]["minutes"]})
+    example = None
+    if "atis" in args.datasets and "elman" in args.cells:
+        from treelm.run import load_run
+        from treelm.tag.slots import as_text
+
+        w = max(args.windows, key=lambda w: entries[f"atis-elman-w{w}-s1"]["valid_f1"])
+        r = load_run(entries[f"atis-elman-w{w}-s1"]["run"])
+        example = as_text(r.task.tag(r.model, [EXAMPLE.split()])[0])
+    return {"entries": entries, "rows": rows, "example": example}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    def pm(d: dict[str, Any]) -> str:
+        if not d or d.get("n", 0) == 0:
+            return "–"
+        return f"{d['mean']:.2f}" + (f" ± {d['std']:.2f}" if d.get("std") is not None else "")
+
+    out = ["| data | model | window (best on valid) | test F1 | window 1 test F1 | intent acc. "
+           "| seeds | min/run |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        w1 = "–" if r["window_1_test_f1"] is None else f"{r['window_1_test_f1']:.2f}"
+        out.append(f"| {r['dataset']} | {r['model']} | {r['window']} | {pm(r['test_f1'])} | {w1} "
+                   f"| {pm(r['intent_accuracy'])} | {r['test_f1']['n']} | "
+                   f"{r['minutes_per_run']} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, required=True,
+                    help="folder holding atis/ and snips/ (e.g. ../shared/data)")
+    ap.add_argument("--datasets", nargs="+", default=["atis", "snips"])
+    ap.add_argument("--cells", nargs="+", default=["elman", "jordan", "lstm", "gru", "onlstm"])
+    ap.add_argument("--windows", nargs="+", type=int, default=[1, 5, 9])
+    ap.add_argument("--seeds", type=int, default=3, help="seeds for Elman and Jordan on ATIS")
+    ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "slot_filling")
+    ap.add_argument("--no-bidirectional", action="store_true")
+    ap.add_argument("overrides", nargs="*", help="key=value for every run")
+    args = ap.parse_args()
+    args.data = args.data.resolve()
+    for ds in args.datasets:
+        if not (args.data / ds / "train" / "seq.in").is_file():
+            sys.exit(f"slot_filling: {args.data / ds / 'train' / 'seq.in'}: no such file "
+                     "(--data must hold atis/ and snips/)")
+    res = study(args)
+    old = result_path("slot_filling")
+    if old.exists():       # rows of earlier parts of the study stay unless recomputed
+        keep = [r for r in json.loads(old.read_text()).get("rows", [])
+                if (r["dataset"], r["model"]) not in {(x["dataset"], x["model"])
+                                                       for x in res["rows"]}]
+        res["rows"] = keep + res["rows"]
+        res["example"] = res["example"] or json.loads(old.read_text()).get("example")
+    write_result("slot_filling", {"entries": res["entries"], "rows": res["rows"],
+                                  "example": res["example"], "table": table(res["rows"])},
+                 merge_key="entries", echo=False)
+    print(table(res["rows"]))
+    if res["example"]:
+        print("\nexample:", res["example"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Slot filling at inference time: ``treelm tag`` (verb in :mod:`treelm.tag.commands`)."""

@@ -1,0 +1,263 @@
+"""Slot filling: one IOB label per word (and optionally one intent per utterance).
+
+Data and checks: :mod:`treelm.data.tagging`; model: :class:`treelm.models.tagger.Tagger`.
+
+Batches hold ``batch_size`` utterances, shuffled anew each epoch (the order is drawn from the
+run's seed and the epoch number, so the position ``pos`` in it is all a resume needs), padded to
+the longest: words (T, B) with <pad>, lengths (B,), tags (T, B) with −100 at padding, intents (B,).
+Under DDP each process takes every ``world``-th utterance of the epoch's order.
+
+Loss per batch, a mean per word plus a mean per utterance:
+
+    L = −(1/N) Σ_{b,t} log p(tag_{b,t} | words_b)  +  λ · −(1/B) Σ_b log p(intent_b | words_b)
+
+with ``λ = intent_weight`` when the model has an intent head. Evaluation tags every utterance by
+the highest-scoring label of each word and scores chunks as conlleval does
+(:mod:`treelm.tasks.conlleval`): precision, recall, F1 (primary, higher is better), plus intent
+accuracy. Gold tags are compared as strings, so with ``data.unknown_labels: score`` a gold label
+the training data never showed still counts (as a chunk the model cannot find).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from treelm.data.tagging import SPLITS, TaggingData, Utterance, check_labels, read_split
+from treelm.rundir.files import RunFiles
+from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.tasks.conlleval import chunk_scores
+from treelm.text.vocab import PAD, UNK, Vocab
+
+IGNORE = -100
+
+
+@dataclass
+class TaggingOptions(TaskOptions):
+    batch_size: int = 16             # utterances per training batch
+    eval_batch_size: int = 128       # utterances per batch when evaluating or tagging
+    intent_weight: float = 1.0       # λ: weight of the intent loss (models with an intent head)
+
+    RULES: ClassVar[dict[str, Any]] = {
+        "batch_size": ">= 1", "eval_batch_size": ">= 1", "intent_weight": ">= 0"}
+
+
+@dataclass
+class Tagged:
+    words: list[str]
+    tags: list[str]
+    intent: str | None
+
+
+def pad_batch(rows: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:
+    """Ragged id lists -> (T, B) padded with ``pad`` and lengths (B,)."""
+    lengths = torch.tensor([len(r) for r in rows])
+    out = torch.full((int(lengths.max()), len(rows)), pad, dtype=torch.long)
+    for b, r in enumerate(rows):
+        out[: len(r), b] = torch.tensor(r, dtype=torch.long)
+    return out, lengths
+
+
+class TaggingTask(Task):
+    name = "tagging"
+    Options = TaggingOptions
+    PATH_KEYS = TaggingData.PATH_KEYS
+    options: TaggingOptions
+
+    @classmethod
+    def check_data(cls, data: dict[str, Any] | None) -> None:
+        TaggingData.parse(data)
+
+    def __init__(self, cfg: dict[str, Any], options: TaggingOptions, words: Vocab,
+                 labels: Vocab, intents: Vocab | None, device: torch.device,
+                 train: list[Utterance] | None = None, rank: int = 0, world: int = 1) -> None:
+        super().__init__(cfg, options)
+        self.spec = TaggingData.parse(cfg.get("data"))
+        self.words, self.labels, self.intents, self.device = words, labels, intents, device
+        self.seed, self.rank, self.world = int(cfg.get("seed", 0)), rank, world
+        self._splits: dict[str, list[Utterance]] = {}
+        if train is not None:
+            self._splits["train"] = train
+        self.epoch, self.pos = 0, 0                 # epochs begun before this one; next index
+        self._order: list[int] | None = None
+
+    # -------------------------------------------------------------- construction
+    @classmethod
+    def create(cls, cfg: dict[str, Any], options: TaggingOptions, device: torch.device,
+               rank: int = 0, world: int = 1) -> TaggingTask:
+        spec = TaggingData.parse(cfg.get("data"))
+        train = read_split(spec.train, spec.lowercase)          # type: ignore[arg-type]
+        words = Vocab.build((u.words for u in train), (PAD, UNK), spec.min_count)
+        labels = Vocab.build((u.tags for u in train), ())
+        names = [u.intent for u in train if u.intent is not None]
+        intents = Vocab.build([names], ()) if names else None
+        task = cls(cfg, options, words, labels, intents, device, train, rank, world)
+        for split in ("valid", "test"):      # bad data fails now, not after an epoch
+            task.split(split)
+        return task
+
+    @classmethod
+    def open(cls, cfg: dict[str, Any], options: TaggingOptions, files: RunFiles,
+             device: torch.device, rank: int = 0, world: int = 1,
+             with_data: bool = False) -> TaggingTask:
+        words, labels = files.read_vocab("words"), files.read_vocab("labels")
+        intents = files.read_vocab("intents") if files.vocab_path("intents").exists() else None
+        task = cls(cfg, options, words, labels, intents, device, None, rank, world)
+        if with_data:
+            task.split("train")
+        return task
+
+    def save(self, files: RunFiles) -> None:
+        files.write_vocab(self.words, "words")
+        files.write_vocab(self.labels, "labels")
+        if self.intents is not None:
+            files.write_vocab(self.intents, "intents")
+
+    def model_dims(self) -> dict[str, Any]:
+        return {"vocab_size": len(self.words), "n_labels": len(self.labels),
+                "pad_id": self.words.pad, "n_intents": len(self.intents or ())}
+
+    def data_files(self) -> list[str]:
+        out = []
+        for k in SPLITS:
+            p = Path(getattr(self.spec, k))
+            out += ([str(p / f) for f in ("seq.in", "seq.out", "label") if (p / f).exists()]
+                    if p.is_dir() else [str(p)])
+        return out
+
+    def describe(self) -> str:
+        train = self.split("train")
+        return (f"{len(train):,} training utterances ({sum(len(u.words) for u in train):,} "
+                f"words), {len(self.words):,} word types, {len(self.labels)} labels"
+                + (f", {len(self.intents)} intents" if self.intents else ""))
+
+    def split(self, name: str) -> list[Utterance]:
+        """The utterances of a split, read once; valid/test labels checked against training's."""
+        if name not in self._splits:
+            utts = read_split(getattr(self.spec, name), self.spec.lowercase)
+            if name != "train" and self.spec.unknown_labels == "error":
+                check_labels(utts, set(self.labels.itos), str(getattr(self.spec, name)))
+            self._splits[name] = utts
+        return self._splits[name]
+
+    # -------------------------------------------------------------- batches
+    def _encode(self, utts: Sequence[Utterance], with_tags: bool = True) -> Any:
+        words, lengths = pad_batch([self.words.encode(u.words, what="word") for u in utts],
+                                   self.words.pad)
+        tags = intents = None
+        if with_tags:
+            known = self.labels.stoi
+            tags, _ = pad_batch([[known.get(t, IGNORE) for t in u.tags] for u in utts], IGNORE)
+            if self.intents is not None:
+                intents = torch.tensor([self.intents.stoi.get(u.intent or "", IGNORE)
+                                        for u in utts])
+        return words, lengths, tags, intents
+
+    def order(self) -> list[int]:
+        """This process's utterance indices for the current epoch, in batch order."""
+        if self._order is None:
+            idx = list(range(len(self.split("train"))))
+            random.Random(self.seed * 1_000_003 + self.epoch).shuffle(idx)
+            # every process the same number of utterances (DDP steps in lockstep)
+            self._order = idx[: len(idx) // self.world * self.world][self.rank::self.world]
+        return self._order
+
+    def batches(self) -> Iterator[Batch]:
+        train, order, bs = self.split("train"), self.order(), self.options.batch_size
+        while self.pos < len(order):
+            utts = [train[i] for i in order[self.pos:self.pos + bs]]
+            self.pos += len(utts)
+            data = tuple(t if t is None else t.to(self.device) for t in self._encode(utts))
+            yield Batch(data, int(data[1].sum()), last=self.pos >= len(order))
+
+    def progress(self) -> tuple[int, int]:
+        train, order = self.split("train"), self.order()
+        done = sum(len(train[i].words) for i in order[: self.pos])
+        return done, sum(len(train[i].words) for i in order)
+
+    def new_epoch(self) -> None:
+        self.epoch, self.pos, self._order = self.epoch + 1, 0, None
+
+    def loss(self, model: nn.Module, batch: Batch) -> LossOut:
+        words, lengths, tags, intents = batch.data
+        out = model(words, lengths)
+        ce = F.cross_entropy(out.scores.reshape(-1, out.scores.size(-1)), tags.reshape(-1),
+                             ignore_index=IGNORE)
+        loss = ce
+        if out.intent is not None and intents is not None and self.options.intent_weight:
+            loss = loss + self.options.intent_weight * F.cross_entropy(
+                out.intent, intents, ignore_index=IGNORE)
+        return LossOut(loss, ce)
+
+    # -------------------------------------------------------------- prediction and scores
+    @torch.no_grad()
+    def tag(self, model: nn.Module, utterances: Sequence[Sequence[str]],
+            batch_size: int | None = None) -> list[Tagged]:
+        """The most likely label of every word (and the intent) of each utterance."""
+        was = model.training
+        model.eval()
+        bs = batch_size or self.options.eval_batch_size
+        utts = [Utterance([w.lower() if self.spec.lowercase else w for w in u], [])
+                for u in utterances]
+        by_len = sorted(range(len(utts)), key=lambda i: len(utts[i].words))
+        out: list[Tagged | None] = [None] * len(utts)
+        for lo in range(0, len(by_len), bs):
+            idx = by_len[lo:lo + bs]
+            words, lengths, _, _ = self._encode([utts[i] for i in idx], with_tags=False)
+            res = model(words.to(self.device), lengths)
+            best = res.scores.argmax(-1).cpu()                          # (T, B)
+            for b, i in enumerate(idx):
+                n = int(lengths[b])
+                intent = (self.intents.itos[int(res.intent[b].argmax())]
+                          if res.intent is not None and self.intents is not None else None)
+                out[i] = Tagged(list(utterances[i]), self.labels.decode(best[:n, b].tolist()),
+                                intent)
+        model.train(was)
+        return out  # type: ignore[return-value]
+
+    def evaluate(self, model: nn.Module, split: str = "valid",
+                 batch_size: int | None = None) -> Evaluation:
+        utts = self.split(split)
+        tagged = self.tag(model, [u.words for u in utts], batch_size)
+        chunk = chunk_scores([u.tags for u in utts], [t.tags for t in tagged])
+        scores = {"f1": chunk["f1"], "precision": chunk["precision"], "recall": chunk["recall"]}
+        gold_intents = [u.intent for u in utts]
+        if self.intents is not None and all(i is not None for i in gold_intents):
+            hits = sum(t.intent == g for t, g in zip(tagged, gold_intents, strict=True))
+            scores["intent_accuracy"] = 100.0 * hits / len(utts)
+        scores["loss"] = self._mean_loss(model, utts, batch_size or self.options.eval_batch_size)
+        return Evaluation(scores, "f1", higher_is_better=True,
+                          size=sum(len(u.words) for u in utts), unit="words")
+
+    @torch.no_grad()
+    def _mean_loss(self, model: nn.Module, utts: list[Utterance], bs: int) -> float:
+        """Cross-entropy per word over the words whose gold label the model knows."""
+        was = model.training
+        model.eval()
+        total, count = 0.0, 0
+        for lo in range(0, len(utts), bs):
+            words, lengths, tags, _ = self._encode(utts[lo:lo + bs])
+            scores = model(words.to(self.device), lengths).scores
+            total += F.cross_entropy(scores.reshape(-1, scores.size(-1)),
+                                     tags.to(self.device).reshape(-1), ignore_index=IGNORE,
+                                     reduction="sum").item()
+            count += int((tags != IGNORE).sum())
+        model.train(was)
+        return total / max(count, 1) if count else math.nan
+
+    # -------------------------------------------------------------- checkpoint state
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "pos": self.pos}
+
+    def load_state_dict(self, state: dict[str, Any], same_shards: bool = True) -> None:
+        self.epoch, self.pos, self._order = state["epoch"], state["pos"], None
+        if not same_shards:        # another number of processes: restart the epoch
+            self.pos = 0
