@@ -36,6 +36,7 @@ from treelm.errors import ConfigError
 
 SPLITS = ("train", "valid", "test")
 UNKNOWN_LABELS = ("error", "score")
+SEQ_FILES = ("seq.in", "seq.out", "label")     # words, tags, intents (the last optional)
 
 
 @dataclass
@@ -78,9 +79,20 @@ def _lines(path: Path) -> list[str]:
         raise CorpusError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
+def split_files(path: str | Path) -> list[Path]:
+    """The files a split is read from: a CoNLL file itself, or a directory's SEQ_FILES."""
+    p = Path(path)
+    return [p / f for f in SEQ_FILES if (p / f).exists()] if p.is_dir() else [p]
+
+
+def normalise(words: list[str], lowercase: bool) -> list[str]:
+    """Words as the model reads them (training data and tagged input alike)."""
+    return [w.lower() for w in words] if lowercase else list(words)
+
+
 def read_seq_dir(path: Path) -> list[Utterance]:
     """``seq.in`` / ``seq.out`` / optional ``label`` of one split."""
-    words_f, tags_f, label_f = path / "seq.in", path / "seq.out", path / "label"
+    words_f, tags_f, label_f = (path / f for f in SEQ_FILES)
     words, tags = _lines(words_f), _lines(tags_f)
     if len(words) != len(tags):
         raise CorpusError(f"{tags_f}: {len(tags)} lines, but {words_f} has {len(words)}")
@@ -128,9 +140,8 @@ def read_split(path: str | Path, lowercase: bool = False) -> list[Utterance]:
     utts = read_seq_dir(p) if p.is_dir() else read_conll(p)
     if not utts:
         raise CorpusError(f"{p}: no utterances")
-    if lowercase:
-        for u in utts:
-            u.words = [w.lower() for w in u.words]
+    for u in utts:
+        u.words = normalise(u.words, lowercase)
     return utts
 
 

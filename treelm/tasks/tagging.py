@@ -24,20 +24,28 @@ import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from treelm.data.tagging import SPLITS, TaggingData, Utterance, check_labels, read_split
+from treelm.data.tagging import (
+    SPLITS,
+    TaggingData,
+    Utterance,
+    check_labels,
+    normalise,
+    read_split,
+    split_files,
+)
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.tasks.conlleval import chunk_scores
 from treelm.text.vocab import PAD, UNK, Vocab
 
 IGNORE = -100
+Row = tuple[list[int], list[int], int]      # word ids, tag ids, intent id of one utterance
 
 
 @dataclass
@@ -84,6 +92,7 @@ class TaggingTask(Task):
         self.words, self.labels, self.intents, self.device = words, labels, intents, device
         self.seed, self.rank, self.world = int(cfg.get("seed", 0)), rank, world
         self._splits: dict[str, list[Utterance]] = {}
+        self._encoded: dict[str, list[Row]] = {}
         if train is not None:
             self._splits["train"] = train
         self.epoch, self.pos = 0, 0                 # epochs begun before this one; next index
@@ -126,12 +135,7 @@ class TaggingTask(Task):
                 "pad_id": self.words.pad, "n_intents": len(self.intents or ())}
 
     def data_files(self) -> list[str]:
-        out = []
-        for k in SPLITS:
-            p = Path(getattr(self.spec, k))
-            out += ([str(p / f) for f in ("seq.in", "seq.out", "label") if (p / f).exists()]
-                    if p.is_dir() else [str(p)])
-        return out
+        return [str(f) for k in SPLITS for f in split_files(getattr(self.spec, k))]
 
     def describe(self) -> str:
         train = self.split("train")
@@ -149,16 +153,22 @@ class TaggingTask(Task):
         return self._splits[name]
 
     # -------------------------------------------------------------- batches
-    def _encode(self, utts: Sequence[Utterance], with_tags: bool = True) -> Any:
-        words, lengths = pad_batch([self.words.encode(u.words, what="word") for u in utts],
-                                   self.words.pad)
-        tags = intents = None
-        if with_tags:
-            known = self.labels.stoi
-            tags, _ = pad_batch([[known.get(t, IGNORE) for t in u.tags] for u in utts], IGNORE)
-            if self.intents is not None:
-                intents = torch.tensor([self.intents.stoi.get(u.intent or "", IGNORE)
-                                        for u in utts])
+    def encoded(self, name: str) -> list[Row]:
+        """Word, tag and intent ids of a split's utterances, made once (a tag unseen in training
+        and a missing intent are IGNORE)."""
+        if name not in self._encoded:
+            known, intents = self.labels.stoi, self.intents.stoi if self.intents else {}
+            self._encoded[name] = [(self.words.encode(u.words, what="word"),
+                                    [known.get(t, IGNORE) for t in u.tags],
+                                    intents.get(u.intent or "", IGNORE))
+                                   for u in self.split(name)]
+        return self._encoded[name]
+
+    def _batch(self, rows: Sequence[Row]) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """words (T, B), lengths (B,), tags (T, B), intents (B,) or None."""
+        words, lengths = pad_batch([r[0] for r in rows], self.words.pad)
+        tags, _ = pad_batch([r[1] for r in rows], IGNORE)
+        intents = torch.tensor([r[2] for r in rows]) if self.intents is not None else None
         return words, lengths, tags, intents
 
     def order(self) -> list[int]:
@@ -171,11 +181,11 @@ class TaggingTask(Task):
         return self._order
 
     def batches(self) -> Iterator[Batch]:
-        train, order, bs = self.split("train"), self.order(), self.options.batch_size
+        rows, order, bs = self.encoded("train"), self.order(), self.options.batch_size
         while self.pos < len(order):
-            utts = [train[i] for i in order[self.pos:self.pos + bs]]
-            self.pos += len(utts)
-            data = tuple(t if t is None else t.to(self.device) for t in self._encode(utts))
+            batch = [rows[i] for i in order[self.pos:self.pos + bs]]
+            self.pos += len(batch)
+            data = tuple(t if t is None else t.to(self.device) for t in self._batch(batch))
             yield Batch(data, int(data[1].sum()), last=self.pos >= len(order))
 
     def progress(self) -> tuple[int, int]:
@@ -199,59 +209,65 @@ class TaggingTask(Task):
 
     # -------------------------------------------------------------- prediction and scores
     @torch.no_grad()
+    def _predict(self, model: nn.Module, rows: Sequence[Row], bs: int
+                 ) -> tuple[list[list[int]], list[int | None], float, int]:
+        """One pass over ``rows`` in batches of similar length: the best label ids and intent id
+        of each row, and the summed cross-entropy over the words whose gold label is known
+        (with the number of such words)."""
+        was = model.training
+        model.eval()
+        labels: list[list[int]] = [[] for _ in rows]
+        intents: list[int | None] = [None] * len(rows)
+        total, count = 0.0, 0
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+        for lo in range(0, len(order), bs):
+            idx = order[lo:lo + bs]
+            words, lengths, tags, _ = self._batch([rows[i] for i in idx])
+            res = model(words.to(self.device), lengths)
+            tags = tags.to(self.device)
+            total += F.cross_entropy(res.scores.reshape(-1, res.scores.size(-1)),
+                                     tags.reshape(-1), ignore_index=IGNORE,
+                                     reduction="sum").item()
+            count += int((tags != IGNORE).sum())
+            best = res.scores.argmax(-1).cpu()                          # (T, B)
+            for b, i in enumerate(idx):
+                labels[i] = best[: int(lengths[b]), b].tolist()
+                if res.intent is not None:
+                    intents[i] = int(res.intent[b].argmax())
+        model.train(was)
+        return labels, intents, total, count
+
+    def _tagged(self, words: Sequence[str], labels: list[int], intent: int | None) -> Tagged:
+        name = self.intents.itos[intent] if intent is not None and self.intents else None
+        return Tagged(list(words), self.labels.decode(labels), name)
+
     def tag(self, model: nn.Module, utterances: Sequence[Sequence[str]],
             batch_size: int | None = None) -> list[Tagged]:
         """The most likely label of every word (and the intent) of each utterance."""
-        was = model.training
-        model.eval()
-        bs = batch_size or self.options.eval_batch_size
-        utts = [Utterance([w.lower() if self.spec.lowercase else w for w in u], [])
-                for u in utterances]
-        by_len = sorted(range(len(utts)), key=lambda i: len(utts[i].words))
-        out: list[Tagged | None] = [None] * len(utts)
-        for lo in range(0, len(by_len), bs):
-            idx = by_len[lo:lo + bs]
-            words, lengths, _, _ = self._encode([utts[i] for i in idx], with_tags=False)
-            res = model(words.to(self.device), lengths)
-            best = res.scores.argmax(-1).cpu()                          # (T, B)
-            for b, i in enumerate(idx):
-                n = int(lengths[b])
-                intent = (self.intents.itos[int(res.intent[b].argmax())]
-                          if res.intent is not None and self.intents is not None else None)
-                out[i] = Tagged(list(utterances[i]), self.labels.decode(best[:n, b].tolist()),
-                                intent)
-        model.train(was)
-        return out  # type: ignore[return-value]
+        rows: list[Row] = []
+        for u in utterances:
+            ids = self.words.encode(normalise(list(u), self.spec.lowercase), what="word")
+            rows.append((ids, [IGNORE] * len(ids), IGNORE))
+        labels, intents, _, _ = self._predict(model, rows,
+                                              batch_size or self.options.eval_batch_size)
+        return [self._tagged(*x) for x in zip(utterances, labels, intents, strict=True)]
 
     def evaluate(self, model: nn.Module, split: str = "valid",
                  batch_size: int | None = None) -> Evaluation:
         utts = self.split(split)
-        tagged = self.tag(model, [u.words for u in utts], batch_size)
+        labels, intents, total, count = self._predict(
+            model, self.encoded(split), batch_size or self.options.eval_batch_size)
+        tagged = [self._tagged(u.words, lab, i)
+                  for u, lab, i in zip(utts, labels, intents, strict=True)]
         chunk = chunk_scores([u.tags for u in utts], [t.tags for t in tagged])
         scores = {"f1": chunk["f1"], "precision": chunk["precision"], "recall": chunk["recall"]}
         gold_intents = [u.intent for u in utts]
         if self.intents is not None and all(i is not None for i in gold_intents):
             hits = sum(t.intent == g for t, g in zip(tagged, gold_intents, strict=True))
             scores["intent_accuracy"] = 100.0 * hits / len(utts)
-        scores["loss"] = self._mean_loss(model, utts, batch_size or self.options.eval_batch_size)
+        scores["loss"] = total / count if count else math.nan
         return Evaluation(scores, "f1", higher_is_better=True,
                           size=sum(len(u.words) for u in utts), unit="words")
-
-    @torch.no_grad()
-    def _mean_loss(self, model: nn.Module, utts: list[Utterance], bs: int) -> float:
-        """Cross-entropy per word over the words whose gold label the model knows."""
-        was = model.training
-        model.eval()
-        total, count = 0.0, 0
-        for lo in range(0, len(utts), bs):
-            words, lengths, tags, _ = self._encode(utts[lo:lo + bs])
-            scores = model(words.to(self.device), lengths).scores
-            total += F.cross_entropy(scores.reshape(-1, scores.size(-1)),
-                                     tags.to(self.device).reshape(-1), ignore_index=IGNORE,
-                                     reduction="sum").item()
-            count += int((tags != IGNORE).sum())
-        model.train(was)
-        return total / max(count, 1) if count else math.nan
 
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:
