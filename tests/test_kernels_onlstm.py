@@ -10,6 +10,7 @@ device (the loss weights too), so that the same file is green on a CPU and on a 
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 
@@ -23,10 +24,26 @@ if not torch.cuda.is_available():
 
 import torch.nn.functional as F  # noqa: E402
 from torch import Tensor  # noqa: E402
+from torch.utils import _pytree as pytree  # noqa: E402
+from torch.utils._python_dispatch import (  # noqa: E402
+    TorchDispatchMode,
+    _disable_current_modes,
+)
 
 from treelm.cells.onlstm import ONLSTM  # noqa: E402
 from treelm.kernels import gemm, onlstm_sequence, triton_available  # noqa: E402
-from treelm.kernels.onlstm_cpu import ONLSTMFunction, onlstm_cpu_sequence  # noqa: E402
+from treelm.kernels.onlstm_cpu import (  # noqa: E402
+    ONLSTMFunction,
+    TorchBackCell,
+    onlstm_backward_loop,
+    onlstm_cpu_sequence,
+    onlstm_forward_loop,
+)
+from treelm.kernels.onlstm_triton import (  # noqa: E402
+    TritonBackCell,
+    TritonCell,
+    onlstm_triton_sequence,
+)
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
 # On CUDA, float32: cuBLAS sums in another order than the CPU GEMMs, and the Triton kernel's
@@ -340,6 +357,52 @@ def test_triton_no_grad() -> None:
     torch.testing.assert_close(a[2]["di"], b[2]["di"], atol=tol, rtol=tol)
 
 
+BACK_GRADS = {  # which gradients reach the outputs: (dout, h_T and c_T, the levels)
+    "all": (True, True, True),
+    "outputs": (True, False, False),       # first step: δh_T = dout only
+    "state": (False, True, False),         # no output gradient at all
+    "levels": (False, False, True),        # first step: δh_T = 0, compiled without either
+    "broadcast": ("expanded", False, True),  # dout as a sum's stride-0 gradient
+}
+
+
+@pytest.mark.skipif(not triton_available(), reason="triton is not installed")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("master_input", ["paper", "symmetric"])
+@pytest.mark.parametrize("grads", list(BACK_GRADS))
+def test_triton_backward_step_matches_torch(grads: str, master_input: str,
+                                            dtype: torch.dtype) -> None:
+    """The Triton backward step kernel against the PyTorch one, through the same BPTT driver on
+    the same saved forward: every gradient (δxp, δh_0, δc_0, δU) within 1e-5 (float32)."""
+    device = _triton_device()
+    T, B, H, L = 3, 2, 8, 4                     # chunk 2
+    G = 4 * H + 2 * L
+    gen = torch.Generator().manual_seed(5)
+
+    def rand(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=gen, dtype=dtype).to(device)
+
+    xp, h0, c0, w = rand(T, B, G), rand(B, H), rand(B, H), rand(G, H) * 0.5
+    symmetric = master_input == "symmetric"
+    with_out, with_state, with_levels = BACK_GRADS[grads]
+    dout = None
+    if with_out == "expanded":
+        dout = rand(1, 1, H).expand(T, B, H)
+    elif with_out:
+        dout = rand(T, B, H)
+    dh_last, dc_last = (rand(B, H), rand(B, H)) if with_state else (None, None)
+    ddf, ddi = (rand(T, B), rand(T, B)) if with_levels else (None, None)
+    with gemm.use_backend("mm"):
+        *_, buf = onlstm_forward_loop(xp, h0, c0, w, L, symmetric, True)
+        torch_grads, triton_grads = (
+            onlstm_backward_loop(dout, dh_last, dc_last, ddf, ddi, h0, w, buf, symmetric, True,
+                                 back)
+            for back in (TorchBackCell, TritonBackCell))
+    for name, a, b in zip(("dxp", "dh0", "dc0", "dU"), torch_grads, triton_grads):
+        torch.testing.assert_close(b, a, atol=TOL[dtype], rtol=TOL[dtype],
+                                   msg=lambda m, n=name: f"{n}: {m}")
+
+
 def test_triton_is_optional() -> None:
     """Importing the package and the Triton module never imports triton itself."""
     import subprocess
@@ -350,3 +413,111 @@ def test_triton_is_optional() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": os.getcwd()}, check=True)
     assert r.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------------------ no host work
+
+class _OpLog(TorchDispatchMode):
+    """Every op that runs below autograd: per op, how many calls returned fresh memory (an
+    allocation: a returned tensor that aliases no argument); the calls that read a value back to
+    the host (``_local_scalar_dense``: ``.item()``, ``bool(t)``, ``float(t)``) or made a tensor
+    from Python data (``lift_fresh``: ``torch.tensor``, ``new_tensor``); and the devices of all
+    tensor arguments; how many times each op ran (``calls``) and its arguments' dtypes."""
+
+    HOST_READ = "aten._local_scalar_dense.default"
+    HOST_DATA = ("aten.lift_fresh.default", "aten.lift_fresh_copy.default")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.allocations: collections.Counter[str] = collections.Counter()
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.dtypes: collections.defaultdict[str, set[torch.dtype]] = collections.defaultdict(set)
+        self.host: list[str] = []
+        self.devices: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        name = str(func)
+        self.calls[name] += 1
+        if name == self.HOST_READ or name in self.HOST_DATA:
+            self.host.append(name)
+        if any(r.alias_info is None and str(r.type).startswith("Tensor")
+               for r in func._schema.returns):
+            self.allocations[name] += 1
+        tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, Tensor)]
+        self.devices |= {a.device.type for a in tensors}
+        self.dtypes[name] |= {a.dtype for a in tensors}
+        return func(*args, **kwargs)
+
+
+def _log_forward_backward(T: int, master_input: str, device: str,
+                          dtype: torch.dtype = torch.float32, sequence=onlstm_cpu_sequence,
+                          ) -> _OpLog:
+    """One fused forward and backward (every output with a gradient, every input needing one)
+    under :class:`_OpLog`; the inputs and the incoming gradients are made before it starts."""
+    B, I, H, L = 2, 3, 8, 4
+    G = 4 * H + 2 * L
+    gen = torch.Generator().manual_seed(T)
+
+    def rand(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=gen, dtype=dtype).to(device).requires_grad_()
+
+    x, h0, c0 = rand(T, B, I), rand(B, H), rand(B, H)
+    params = [rand(G, I), rand(G), rand(G, H), rand(G)]
+    outs_shapes = [(T, B, H), (B, H), (B, H), (T, B), (T, B)]
+    grads = [torch.randn(*s, generator=gen, dtype=dtype).to(device) for s in outs_shapes]
+    log = _OpLog()
+    with log:
+        out, (h, c), aux = sequence(x, (h0, c0), params[0], params[1], params[2], params[3], L,
+                                    master_input)
+        torch.autograd.backward([out, h, c, aux["df"], aux["di"]], grads)
+    return log
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("master_input", ["paper", "symmetric"])
+def test_no_host_work_and_allocations_per_sequence(master_input: str, device: str) -> None:
+    """What a CUDA graph needs of the fused forward and backward: no value read back to the
+    host, no tensor made from Python data, every allocation once per sequence (the same ops
+    allocate the same number of times for 3 steps as for 7). On ``meta`` a host tensor mixed
+    into the computation would show as a CPU argument, as it fails on CUDA. The GEMMs run on
+    ``"mm"``, the only backend on CUDA (a packed CPU product returns a fresh result per call)."""
+    with gemm.use_backend("mm"):
+        short = _log_forward_backward(3, master_input, device)
+        long = _log_forward_backward(7, master_input, device)
+    assert short.allocations == long.allocations, {
+        k: (short.allocations[k], n) for k, n in long.allocations.items()
+        if short.allocations[k] != n}
+    for log in (short, long):
+        assert log.host == [] and log.devices == {device}
+
+
+@pytest.mark.skipif(not triton_available(), reason="triton is not installed")
+@pytest.mark.parametrize("master_input", ["paper", "symmetric"])
+def test_triton_path_runs_two_kernels_and_two_gemms_per_step(
+    master_input: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Triton path's forward and backward: per step one GEMM and one Triton kernel each way,
+    and nothing else; no host work; allocations once per sequence. The kernels' launches are
+    counted and run outside the op log (the interpreter's own tensor work on CPU is not the
+    path's)."""
+    device = _triton_device()
+    launches: collections.Counter[str] = collections.Counter()
+    for cls in (TritonCell, TritonBackCell):
+        def launch(self, *args, run=cls.__call__, name=cls.__name__) -> None:  # noqa: ANN001
+            launches[name] += 1
+            with _disable_current_modes():
+                run(self, *args)
+
+        monkeypatch.setattr(cls, "__call__", launch)
+    with gemm.use_backend("mm"):
+        short = _log_forward_backward(3, master_input, device, sequence=onlstm_triton_sequence)
+        assert launches == {"TritonCell": 3, "TritonBackCell": 3}
+        long = _log_forward_backward(7, master_input, device, sequence=onlstm_triton_sequence)
+    assert launches == {"TritonCell": 10, "TritonBackCell": 10}
+    per_step = {k: n - short.calls[k] for k, n in long.calls.items() if n != short.calls[k]}
+    assert per_step == {"aten.addmm.out": 4, "aten.mm.out": 4}
+    assert short.allocations == long.allocations
+    for log in (short, long):
+        assert log.host == [] and log.devices == {device}
+

@@ -3,7 +3,8 @@
 * ``"cpu"``: :mod:`treelm.kernels.onlstm_cpu`, a whole-sequence ``torch.autograd.Function`` with a
   hand-derived BPTT (pure PyTorch; runs on any device).
 * ``"triton"``: :mod:`treelm.kernels.onlstm_triton`, the same Function with the per-step gate math
-  in one Triton kernel (CUDA tensors, or CPU under ``TRITON_INTERPRET=1``); needs ``triton``.
+  in one Triton kernel forward and one backward (CUDA tensors, or CPU under
+  ``TRITON_INTERPRET=1``); needs ``triton``.
 * ``"auto"`` / ``"fused"``: Triton for CUDA tensors when it is importable, ``"cpu"`` otherwise.
 
 Their matrix products (the per-step recurrent ones, the input projection, the weight gradient) go

@@ -452,6 +452,9 @@ class FixedMatmul:
                     decision = Decision("mm", "fallback", decision.requested)
             self.product = fn
         self.backend = decision.backend
+        # a call with out= writes there and allocates nothing (torch.mm); a packed CPU product
+        # returns its own fresh result, which is then copied
+        self.in_place = self.product is None
         _note(key, steps, decision)
 
     def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None
