@@ -521,3 +521,48 @@ def test_triton_path_runs_two_kernels_and_two_gemms_per_step(
     for log in (short, long):
         assert log.host == [] and log.devices == {device}
 
+
+# ------------------------------------------------------------------------------ autocast
+
+AUTOCAST_CASES = [
+    pytest.param("cpu", "cpu", id="cpu-cpu"),
+    pytest.param("cpu", "triton", id="cpu-triton", marks=pytest.mark.skipif(
+        HAS_CUDA or not triton_available(), reason="Triton's interpreter: CPU machines only")),
+    pytest.param("cuda", "cpu", id="cuda-cpu", marks=NEEDS_CUDA),
+    pytest.param("cuda", "triton", id="cuda-triton", marks=NEEDS_CUDA),
+]
+
+
+@pytest.mark.parametrize("master_input", ["paper", "symmetric"])
+@pytest.mark.parametrize("device,impl", AUTOCAST_CASES)
+def test_bf16_autocast_close_to_float32(device: str, impl: str, master_input: str) -> None:
+    """Under ``torch.autocast(bfloat16)`` the fused path's products run in bfloat16 (every
+    matrix product seen has bfloat16 operands) while the state and outputs stay float32; the
+    loss is within 2e-2 (relative) of the float32 one and every gradient points the same way
+    (cosine > 0.99)."""
+    T, B, I, H, chunk = (8, 4, 16, 32, 4) if impl == "cpu" else (4, 2, 6, 8, 2)
+    torch.manual_seed(0)
+    m = ONLSTM(I, H, chunk, master_input, impl=impl).to(device)
+    x = torch.randn(T, B, I, device=device)
+    w_out, w_c = torch.randn(T, B, H, device=device), torch.randn(B, H, device=device)
+
+    def loss_and_grads(low: bool) -> tuple[Tensor, list[Tensor], _OpLog]:
+        m.zero_grad()
+        log = _OpLog()
+        with log:
+            with torch.autocast(device, torch.bfloat16, enabled=low):
+                out, (h, c), aux = m(x)
+                assert out.dtype == c.dtype == aux["df"].dtype == torch.float32
+                loss = (out * w_out).sum() + (c * w_c).sum() + aux["df"].sum() - aux["di"].sum()
+            loss.backward()
+        return loss.detach(), [p.grad.clone() for p in m.parameters()], log
+
+    with gemm.use_backend("mm"):
+        ref_loss, ref_grads, _ = loss_and_grads(False)
+        low_loss, low_grads, log = loss_and_grads(True)
+    products = {k for k in log.calls if k.split(".")[1] in ("mm", "addmm", "linear")}
+    assert products and all(log.dtypes[k] == {torch.bfloat16} for k in products), {
+        k: log.dtypes[k] for k in products}
+    assert abs(low_loss - ref_loss) <= 2e-2 * abs(ref_loss)
+    for a, b in zip(low_grads, ref_grads):
+        assert F.cosine_similarity(a.flatten(), b.flatten(), 0) > 0.99

@@ -12,7 +12,9 @@ through :mod:`treelm.kernels.gemm`, which runs each on the GEMM backend (MKL pac
 ``torch.mm``) measured fastest for its shape on this machine (always ``torch.mm`` for CUDA and
 float64 tensors); ``TREELM_GEMM=auto|mkl|onednn|mm`` overrides the choice.
 
-``"reference"`` (the readable per-step cell) is handled by the cell itself.
+``"reference"`` (the readable per-step cell) is handled by the cell itself. Under
+``torch.autocast`` the fused paths run their products in the autocast dtype and keep the state
+and the gate math in float32 (:func:`treelm.kernels.onlstm_cpu.onlstm_cpu_sequence`).
 """
 
 from __future__ import annotations

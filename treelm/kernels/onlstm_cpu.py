@@ -42,6 +42,10 @@ after the loop (:func:`treelm.kernels.gemm.matmul`, also on the backend measured
 Saved per step: the activated gates, ``p̃``, ``[ĩ, f̃]``, ``[î, f̂]``, ``c_{t-1}``, ``tanh(c_t)`` and
 ``h_t`` (the output).
 
+Under ``torch.autocast`` the products run in the autocast dtype (bfloat16, float16) and the
+gate math, the master-gate cumulative sums and the cell state in float32: the list of which
+tensor is kept in which precision is in :func:`onlstm_cpu_sequence`.
+
 No host work (what a GPU, and a CUDA graph capturing the sequence, needs): every buffer and scratch
 tensor is allocated once per sequence, in shapes fixed by ``(T, B)``; the steps write through
 ``out=`` and in place (the one exception: a packed CPU GEMM returns a fresh result per call);
@@ -52,14 +56,16 @@ checks this by recording every op of a forward and backward.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import FixedMatmul, linear, matmul
+from treelm.kernels.gemm import CastMatmul, FixedMatmul, linear, matmul
 
 __all__ = [
     "ForwardBuffers",
@@ -201,16 +207,19 @@ def onlstm_forward_loop(
     symmetric: bool,
     save: bool,
     cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
+    gemm_dtype: torch.dtype | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, ForwardBuffers]:
     """The forward recurrence from the input projections ``xp`` (T, B, G).
 
     Returns ``out`` (T, B, H), ``c_T`` (B, H), ``df``, ``di`` (T, B) and the buffers. ``cell``
     builds the per-step gate math (:class:`TorchCell`, or a Triton kernel with the same contract).
+    ``gemm_dtype``: the recurrent products' precision under autocast (see
+    :func:`onlstm_cpu_sequence`); ``None``: the buffers' dtype.
     """
     T, B, _ = xp.shape
     buf = ForwardBuffers(xp, h0.shape[1], n_levels, save)
     step = cell(buf, symmetric)
-    recurrent = FixedMatmul(weight_hh, B, steps=T)        # h (B, H) -> h U^T (B, G)
+    recurrent = _recurrent(weight_hh, B, T, False, gemm_dtype)  # h (B, H) -> h U^T (B, G)
     xps, gates, out = xp.unbind(0), buf.gates.unbind(0), buf.out.unbind(0)
     buf.cs[0].copy_(c0)
     h = h0.contiguous()
@@ -323,13 +332,15 @@ def onlstm_backward_loop(
     symmetric: bool,
     need_weight: bool,
     back: type[BackCell] = TorchBackCell,
+    gemm_dtype: torch.dtype | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """BPTT through the saved forward buffers (see the module docstring for the equations).
 
     Returns ``dxp`` (T, B, G) (= δz for every step), ``dh0``, ``dc0`` (B, H) and ``dU`` (G, H)
     (``None`` unless ``need_weight``). ``back`` is the per-step gate math
     (:class:`TorchBackCell`, or a kernel with its contract); per step it runs once, followed by
-    the recurrent product ``δh_{t-1} = δz_t U``.
+    the recurrent product ``δh_{t-1} = δz_t U``. ``gemm_dtype``: as for the forward loop (the
+    weight gradient's product too).
     """
     T, B, H, L = buf.T, buf.B, buf.H, buf.L
     G = buf.gates.shape[-1]
@@ -344,7 +355,7 @@ def onlstm_backward_loop(
     dc = (buf.gates.new_zeros(B, H) if dc_last is None
           else dc_last.clone(memory_format=contiguous))
     step = back(buf, symmetric, dG, dc, dout, level_grad)
-    recurrent_t = FixedMatmul(weight_hh, B, transpose=True, steps=T)  # δz (B, G) -> δz U (B, H)
+    recurrent_t = _recurrent(weight_hh, B, T, True, gemm_dtype)  # δz (B, G) -> δz U (B, H)
     # δh_{t-1} written in place by torch.mm; a packed CPU product returns its own result
     dh_out = buf.gates.new_empty(B, H) if recurrent_t.in_place else None
     dh = None if dh_last is None else dh_last.clone(memory_format=contiguous)
@@ -355,7 +366,11 @@ def onlstm_backward_loop(
     dU = None
     if need_weight:                 # δU = Σ_t δz_tᵀ h_{t-1}: one (G, T·B)·(T·B, H) product
         hs = torch.cat((h0.unsqueeze(0), buf.out[:-1])) if T > 1 else h0.unsqueeze(0)
-        dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
+        if gemm_dtype is None:
+            dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
+        else:
+            dU = matmul(dG.view(-1, G).to(gemm_dtype).t(),
+                        hs.reshape(-1, H).to(gemm_dtype)).to(weight_hh.dtype)
     assert dh is not None
     return dG, dh, dc, dU
 
@@ -377,12 +392,13 @@ class ONLSTMFunction(torch.autograd.Function):
         n_levels: int,
         symmetric: bool,
         cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
+        gemm_dtype: torch.dtype | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         save = any(ctx.needs_input_grad[:4])
         out, c_last, df, di, buf = onlstm_forward_loop(
-            xp, h0, c0, weight_hh, n_levels, symmetric, save, cell
+            xp, h0, c0, weight_hh, n_levels, symmetric, save, cell, gemm_dtype
         )
-        ctx.symmetric = symmetric
+        ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
         ctx.back = getattr(cell, "Backward", TorchBackCell)
         if save:
             ctx.save_for_backward(h0, weight_hh, *buf.tensors())
@@ -397,12 +413,15 @@ class ONLSTMFunction(torch.autograd.Function):
         h0, weight_hh, *saved = ctx.saved_tensors
         buf = ForwardBuffers.restore(tuple(saved))
         need = ctx.needs_input_grad
-        dG, dh0, dc0, dU = onlstm_backward_loop(
-            dout, dh_last, dc_last, ddf, ddi, h0, weight_hh, buf, ctx.symmetric, need[3],
-            ctx.back,
-        )
+        # under autocast the backward may run inside the autocast region too: its own products
+        # are cast explicitly (gemm_dtype), nothing else is to be cast
+        with _no_autocast(h0.device.type, ctx.gemm_dtype is not None):
+            dG, dh0, dc0, dU = onlstm_backward_loop(
+                dout, dh_last, dc_last, ddf, ddi, h0, weight_hh, buf, ctx.symmetric, need[3],
+                ctx.back, ctx.gemm_dtype,
+            )
         return (dG if need[0] else None, dh0 if need[1] else None, dc0 if need[2] else None,
-                dU, None, None, None)
+                dU, None, None, None, None)
 
 
 def onlstm_cpu_sequence(
@@ -420,22 +439,62 @@ def onlstm_cpu_sequence(
 
     Returns ``out`` (T, B, H), ``(h_T, c_T)`` and ``{"df": (T, B), "di": (T, B)}``; all are
     differentiable (the levels included) with respect to every argument tensor.
+
+    Under ``torch.autocast`` (for ``x``'s device; bfloat16 on CPU, bfloat16 or float16 on CUDA)
+    the matrix products run in the autocast dtype and everything else in float32:
+
+    * low precision: the input projection ``x W_ihᵀ`` (autocast's ``F.linear``, and its
+      gradients), each step's ``h_{t-1} Uᵀ`` and ``δz_t U`` (operands rounded to the autocast
+      dtype, :class:`treelm.kernels.gemm.CastMatmul`) and the weight gradient ``δzᵀ h``;
+    * float32: the pre-activations ``z_t`` (the two products' sum), the master gates' softmax and
+      cumulative sums ``p̃``, ``ĩ``, ``f̃``, the gates and ``î``, ``f̂``, the cell state ``c_t`` and
+      ``tanh(c_t)``, the output ``h_t`` (returned in float32), ``df``, ``di``, and in the
+      backward ``δz``, ``δh``, ``δc`` and every per-level sum. ``h0``, ``c0`` are taken as
+      float32, and the weight gradient is returned in the weight's dtype.
     """
     if master_input not in ("paper", "symmetric"):
         raise ValueError(f"unknown master_input {master_input!r}")
     h0, c0 = state
-    xp = linear(x, weight_ih, bias_ih + bias_hh)              # all steps' input part, one GEMM
+    low = autocast_dtype(x.device.type)
+    if low is None:
+        xp = linear(x, weight_ih, bias_ih + bias_hh)          # all steps' input part, one GEMM
+    else:                       # autocast's product, then the recurrence in float32
+        xp = F.linear(x, weight_ih, bias_ih + bias_hh).float()
+        h0, c0 = h0.float(), c0.float()
     symmetric = master_input == "symmetric"
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (xp, h0, c0, weight_hh)
     )
-    if grad:
-        out, h, c, df, di = ONLSTMFunction.apply(
-            xp, h0, c0, weight_hh, n_levels, symmetric, cell
-        )
-    else:
-        out, c, df, di, _ = onlstm_forward_loop(
-            xp, h0, c0, weight_hh, n_levels, symmetric, False, cell
-        )
-        h = out[-1]
+    with _no_autocast(x.device.type, low is not None):
+        if grad:
+            out, h, c, df, di = ONLSTMFunction.apply(
+                xp, h0, c0, weight_hh, n_levels, symmetric, cell, low
+            )
+        else:
+            out, c, df, di, _ = onlstm_forward_loop(
+                xp, h0, c0, weight_hh, n_levels, symmetric, False, cell, low
+            )
+            h = out[-1]
     return out, (h, c), {"df": df, "di": di}
+
+
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype ``torch.autocast`` runs products in for this device type now, ``None`` when it
+    is off (or the device type has no autocast)."""
+    if device_type not in ("cpu", "cuda") or not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
+
+def _no_autocast(device_type: str, active: bool) -> contextlib.AbstractContextManager[Any]:
+    """Autocast switched off for ``device_type`` (where it was on), else nothing."""
+    return torch.autocast(device_type, enabled=False) if active else contextlib.nullcontext()
+
+
+def _recurrent(weight_hh: Tensor, batch: int, steps: int, transpose: bool,
+               gemm_dtype: torch.dtype | None) -> FixedMatmul | CastMatmul:
+    """The per-step product by ``weight_hh`` (``h Uᵀ``, or ``δz U`` with ``transpose``), in
+    ``gemm_dtype`` when that is set and not the weight's."""
+    if gemm_dtype is None or gemm_dtype == weight_hh.dtype:
+        return FixedMatmul(weight_hh, batch, transpose=transpose, steps=steps)
+    return CastMatmul(weight_hh, batch, gemm_dtype, transpose=transpose, steps=steps)
