@@ -201,6 +201,8 @@ def models(official: Path | None = None, device: torch.device = CPU) -> dict[str
         "gemm-floor.onlstm": _gemm_floor(lambda s: 4 * s["hidden"] + 2 * s["hidden"] // s["chunk"]),
         "gemm-floor.lstm": _gemm_floor(lambda s: 4 * s["hidden"]),
     }
+    if device.type == "cuda":       # training steps replayed from CUDA graphs (opt-in)
+        found["onlstm.fused-graphs"] = _onlstm("auto", cuda_graphs=True)
     if official is not None:
         found["onlstm.official"] = _official(official)
     return {**found, **_other_cells()}
@@ -339,6 +341,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     ratios[f"{size_name}.{mode}"].update(
                         floor_over_reference=floor / by["onlstm.reference"][mode]["tokens_per_s"],
                         fused_over_floor=fused / floor)
+                if "onlstm.fused-graphs" in by:     # --device cuda only
+                    graphs = by["onlstm.fused-graphs"][mode]["tokens_per_s"]
+                    ratios[f"{size_name}.{mode}"].update(
+                        graphs_over_nn_lstm=graphs / by["nn.LSTM"][mode]["tokens_per_s"],
+                        graphs_over_fused=graphs / fused)
                 if "onlstm.official" in by:
                     off = by["onlstm.official"][mode]["tokens_per_s"]
                     ratios[f"{size_name}.{mode}"].update(

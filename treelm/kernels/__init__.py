@@ -15,6 +15,8 @@ float64 tensors); ``TREELM_GEMM=auto|mkl|onednn|mm`` overrides the choice.
 ``"reference"`` (the readable per-step cell) is handled by the cell itself. Under
 ``torch.autocast`` the fused paths run their products in the autocast dtype and keep the state
 and the gate math in float32 (:func:`treelm.kernels.onlstm_cpu.onlstm_cpu_sequence`).
+:mod:`treelm.kernels.graphs` replays a training step's forward and backward from CUDA graphs
+(opt-in: the cell's ``cuda_graphs``).
 """
 
 from __future__ import annotations
