@@ -2,7 +2,7 @@
 (forward under ``torch.no_grad``) tokens/s, one layer, time-major input.
 
     .venv/bin/python benchmarks/cells.py [--json] [--sizes paper cpu] [--repeats N]
-        [--gemm auto|mkl|onednn|mm]
+        [--gemm auto|mkl|onednn|mm] [--device cpu|cuda]
 
 Compares ``torch.nn.LSTM`` with treelm's cells: the reference ON-LSTM (``impl="reference"``), the
 fused ON-LSTM (``impl="auto"``: the CPU autograd Function of :mod:`treelm.kernels.onlstm_cpu`) and
@@ -14,6 +14,13 @@ run on the backend :mod:`treelm.kernels.gemm` measures fastest per shape (``--ge
 the record lists, per size and model, which backend each product used and the times measured.
 
 Run it alone on an otherwise idle machine: the numbers are wall-clock times.
+
+``--device cuda`` times the same models on the GPU (``impl="auto"`` is then the Triton path):
+each run between two CUDA events, after ``torch.cuda.synchronize``, so a time covers the GPU's
+work and its idling while Python launches kernels; the median of ``--repeats`` runs counts. The
+record, ``benchmarks/results/cells-gpu-<YYYYMMDD>.json``, adds ``"device": "cuda"`` and the GPU's
+name (``torch.cuda.get_device_name``); ``benchmarks/report.py`` renders it as a GPU table beside
+the CPU ones. ``--device cpu`` (the default) measures and records exactly as before.
 """
 
 from __future__ import annotations
@@ -45,34 +52,38 @@ SIZES: dict[str, dict[str, int]] = {
     "cpu": {"batch": 64, "bptt": 35, "input": 400, "hidden": 400, "chunk": 10},
 }
 THREADS = 2
+CPU = torch.device("cpu")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 Model = nn.Module
 Runner = Callable[[Tensor], Tensor]
+Maker = Callable[[dict[str, int], torch.device], tuple[Model, Runner]]
 
 
 # ------------------------------------------------------------------------------------- models
 
-def _lstm(size: dict[str, int]) -> tuple[Model, Runner]:
-    m = nn.LSTM(size["input"], size["hidden"])
+def _lstm(size: dict[str, int], device: torch.device) -> tuple[Model, Runner]:
+    m = nn.LSTM(size["input"], size["hidden"]).to(device)
     return m, lambda x: m(x)[0]
 
 
-def _treelm_cell(cls: type, size: dict[str, int], **kwargs: Any) -> tuple[Model, Runner]:
-    m = cls(size["input"], size["hidden"], **kwargs)
+def _treelm_cell(cls: type, size: dict[str, int], device: torch.device, **kwargs: Any
+                 ) -> tuple[Model, Runner]:
+    m = cls(size["input"], size["hidden"], **kwargs).to(device)
     return m, lambda x: m(x)[0]
 
 
-def _onlstm(impl: str) -> Callable[[dict[str, int]], tuple[Model, Runner]]:
-    def make(size: dict[str, int]) -> tuple[Model, Runner]:
+def _onlstm(impl: str, **options: Any) -> Maker:
+    def make(size: dict[str, int], device: torch.device) -> tuple[Model, Runner]:
         from treelm.cells.onlstm import ONLSTM
 
-        return _treelm_cell(ONLSTM, size, chunk_size=size["chunk"], impl=impl)
+        return _treelm_cell(ONLSTM, size, device, chunk_size=size["chunk"], impl=impl,
+                            **options)
 
     return make
 
 
-def _other_cells() -> dict[str, Callable[[dict[str, int]], tuple[Model, Runner]]]:
+def _other_cells() -> dict[str, Maker]:
     """Cells other than ON-LSTM that ``treelm.cells`` provides: its registry (a ``registry``
     module or the ``CELLS`` table) when there is one, else the classes of the known modules."""
     classes: dict[str, type] = {}
@@ -104,20 +115,20 @@ def _other_cells() -> dict[str, Callable[[dict[str, int]], tuple[Model, Runner]]
     for name, cls in classes.items():
         if cls.__name__ == "ONLSTM":
             continue
-        makers[f"treelm.{name}"] = lambda size, cls=cls: _treelm_cell(cls, size)
+        makers[f"treelm.{name}"] = lambda size, device, cls=cls: _treelm_cell(cls, size, device)
     return makers
 
 
-def _official(path: Path) -> Callable[[dict[str, int]], tuple[Model, Runner]]:
+def _official(path: Path) -> Maker:
     """The official ON-LSTM (github.com/yikangshen/Ordered-Neurons, ``ON_LSTM.py``) from a local
     checkout given by ``--official``: one ``ONLSTMStack`` layer, no dropout. Nothing of it is part
     of treelm; it is imported from that path only to be timed beside ours."""
 
-    def make(size: dict[str, int]) -> tuple[Model, Runner]:
+    def make(size: dict[str, int], device: torch.device) -> tuple[Model, Runner]:
         sys.path.insert(0, str(path))
         mod = importlib.import_module("ON_LSTM")
-        m = mod.ONLSTMStack([size["input"], size["hidden"]], chunk_size=size["chunk"])
-        hidden = m.init_hidden(size["batch"])
+        m = mod.ONLSTMStack([size["input"], size["hidden"]], chunk_size=size["chunk"]).to(device)
+        hidden = m.init_hidden(size["batch"])               # on the weights' device
         return m, lambda x: m(x, hidden)[0]
 
     return make
@@ -167,22 +178,21 @@ class _GemmOnly(torch.autograd.Function):
         return dx.view(T, B, -1), d_wih, d_whh, None, None
 
 
-def _gemm_floor(gates: Callable[[dict[str, int]], int]) -> Callable[[dict[str, int]],
-                                                                  tuple[Model, Runner]]:
-    def make(size: dict[str, int]) -> tuple[Model, Runner]:
+def _gemm_floor(gates: Callable[[dict[str, int]], int]) -> Maker:
+    def make(size: dict[str, int], device: torch.device) -> tuple[Model, Runner]:
         G, H = gates(size), size["hidden"]
         m = nn.Module()
         m.w_ih = nn.Parameter(torch.randn(G, size["input"]) * 0.05)
         m.w_hh = nn.Parameter(torch.randn(G, H) * 0.05)
+        m.to(device)
         rows = size["bptt"] * size["batch"]
-        hs, dg = torch.randn(rows, H), torch.randn(rows, G)
+        hs, dg = torch.randn(rows, H).to(device), torch.randn(rows, G).to(device)
         return m, lambda x: _GemmOnly.apply(x, m.w_ih, m.w_hh, hs, dg)
 
     return make
 
 
-def models(official: Path | None = None) -> dict[str, Callable[[dict[str, int]],
-                                                                tuple[Model, Runner]]]:
+def models(official: Path | None = None, device: torch.device = CPU) -> dict[str, Maker]:
     found = {
         "nn.LSTM": _lstm,
         "onlstm.reference": _onlstm("reference"),
@@ -191,6 +201,8 @@ def models(official: Path | None = None) -> dict[str, Callable[[dict[str, int]],
         "gemm-floor.onlstm": _gemm_floor(lambda s: 4 * s["hidden"] + 2 * s["hidden"] // s["chunk"]),
         "gemm-floor.lstm": _gemm_floor(lambda s: 4 * s["hidden"]),
     }
+    if device.type == "cuda":       # training steps replayed from CUDA graphs (opt-in)
+        found["onlstm.fused-graphs"] = _onlstm("auto", cuda_graphs=True)
     if official is not None:
         found["onlstm.official"] = _official(official)
     return {**found, **_other_cells()}
@@ -198,9 +210,13 @@ def models(official: Path | None = None) -> dict[str, Callable[[dict[str, int]],
 
 # --------------------------------------------------------------------------------- measuring
 
-def _time(fn: Callable[[], None], warmup: int, repeats: int) -> list[float]:
+def _time(fn: Callable[[], None], warmup: int, repeats: int,
+          device: torch.device = CPU) -> list[float]:
+    """Seconds per run: wall clock on the CPU, CUDA events on a GPU (see the module docstring)."""
     for _ in range(warmup):
         fn()
+    if device.type == "cuda":
+        return _time_cuda(fn, repeats, device)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -209,15 +225,32 @@ def _time(fn: Callable[[], None], warmup: int, repeats: int) -> list[float]:
     return times
 
 
+def _time_cuda(fn: Callable[[], None], repeats: int, device: torch.device) -> list[float]:
+    """Each run between two events on the current stream; the device synchronised first (the
+    warm-up's work done) and after each run (its end event reached)."""
+    torch.cuda.synchronize(device)
+    times = []
+    for _ in range(repeats):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize(device)
+        times.append(start.elapsed_time(end) / 1e3)     # ms -> s
+    return times
+
+
 def measure(
-    make: Callable[[dict[str, int]], tuple[Model, Runner]],
+    make: Maker,
     size: dict[str, int],
     warmup: int,
     repeats: int,
+    device: torch.device = CPU,
 ) -> dict[str, Any]:
     torch.manual_seed(0)
-    model, run = make(size)
-    x = torch.randn(size["bptt"], size["batch"], size["input"], requires_grad=True)
+    model, run = make(size, device)
+    x = torch.randn(size["bptt"], size["batch"], size["input"]).to(device).requires_grad_()
     params = list(model.parameters())
 
     def train() -> None:
@@ -234,7 +267,7 @@ def measure(
     result: dict[str, Any] = {}
     for mode, fn in (("train", train), ("inference", infer)):
         gemm.clear_decisions()
-        ts = _time(fn, warmup, repeats)
+        ts = _time(fn, warmup, repeats, device)
         med = statistics.median(ts)
         result[mode] = {
             "tokens_per_s": tokens / med,
@@ -261,16 +294,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="GEMM backend of the fused ON-LSTM and the floor's per-step products: "
                     "auto (measured per shape, the default) or one forced; default: "
                     f"${gemm.ENV_VAR} or auto")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where the models run (cuda: timed with CUDA events)")
     ap.add_argument("--official", type=Path, default=None, metavar="CHECKOUT",
                     help="also time the official ON-LSTM from this checkout of "
                     "yikangshen/Ordered-Neurons (not shipped with treelm)")
     args = ap.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device here")
 
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the trainer and the CLI do
     if args.gemm is not None:
         gemm.set_backend(args.gemm)
-    available = models(args.official)
+    available = models(args.official, device)
     chosen = args.models or list(available)
     unknown = [m for m in chosen if m not in available]
     if unknown:
@@ -281,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name in chosen:
             entry: dict[str, Any] = {"size": size_name, "model": name}
             try:
-                entry.update(measure(available[name], size, args.warmup, args.repeats))
+                entry.update(measure(available[name], size, args.warmup, args.repeats, device))
             except Exception as e:  # a cell that cannot run at this size is reported, not fatal
                 entry["error"] = f"{type(e).__name__}: {e}"
             results.append(entry)
@@ -303,6 +341,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     ratios[f"{size_name}.{mode}"].update(
                         floor_over_reference=floor / by["onlstm.reference"][mode]["tokens_per_s"],
                         fused_over_floor=fused / floor)
+                if "onlstm.fused-graphs" in by:     # --device cuda only
+                    graphs = by["onlstm.fused-graphs"][mode]["tokens_per_s"]
+                    ratios[f"{size_name}.{mode}"].update(
+                        graphs_over_nn_lstm=graphs / by["nn.LSTM"][mode]["tokens_per_s"],
+                        graphs_over_fused=graphs / fused)
                 if "onlstm.official" in by:
                     off = by["onlstm.official"][mode]["tokens_per_s"]
                     ratios[f"{size_name}.{mode}"].update(
@@ -316,6 +359,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "gemm": {"requested": gemm.requested_backend(),
                  "available": list(gemm.available_backends()),
                  "used": _gemm_summary(results)},
+        **({"device": "cuda", "gpu": torch.cuda.get_device_name(device)}
+           if device.type == "cuda" else {}),
         "threads": args.threads,
         "warmup": args.warmup,
         "repeats": args.repeats,
@@ -323,7 +368,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "results": results,
         "ratios": ratios,
     }
-    out = args.out or RESULTS_DIR / f"cells-{_dt.date.today():%Y%m%d}.json"
+    kind = "cells-gpu" if device.type == "cuda" else "cells"
+    out = args.out or RESULTS_DIR / f"{kind}-{_dt.date.today():%Y%m%d}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     if args.json:

@@ -14,7 +14,7 @@ import torch
 from treelm.cli import main
 from treelm.errors import CheckpointError
 from treelm.run import load_run
-from treelm.rundir.checkpoint import read_pointer
+from treelm.rundir.checkpoint import load_trainer_state, read_pointer
 from treelm.rundir.files import RunFiles, read_metrics
 from treelm.train.optim import Averager
 
@@ -82,10 +82,30 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in r.model.state_dict().items()}
 
 
-def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root):
+@pytest.fixture
+def restore_determinism():
+    """``train.deterministic`` switches process-wide flags: put them back for the other tests."""
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
+              os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2:4]
+    if before[4] is None:
+        os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    else:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = before[4]
+
+
+# on CUDA a resume is exact only with deterministic kernels (treelm.train.reproducible)
+EXACT = ["train.deterministic=true"] if torch.cuda.is_available() else []
+
+
+def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root, restore_determinism):
     """Kill mid-epoch with SIGKILL, resume, and get the same curve and weights as one run."""
     os.chdir(root)
-    common = ["train.epochs=3", "train.save_every_batches=7", "train.log_interval=5"]
+    common = ["train.epochs=3", "train.save_every_batches=7", "train.log_interval=5", *EXACT]
     ref = tmp_path / "ref"
     _train(ref, *common)
     run = tmp_path / "killed"
@@ -112,6 +132,40 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root):
     assert a == b
     wa, wb = _weights(ref), _weights(run)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_deterministic_option_and_saved_rng_states(tmp_path, root, restore_determinism):
+    """``train.deterministic`` turns PyTorch's deterministic algorithms on; the checkpoint holds
+    the CPU generator's state and, on CUDA, the training device's, and loads weights_only."""
+    os.chdir(root)
+    run = tmp_path / "det"
+    _train(run, "train.epochs=1", "train.deterministic=true")
+    assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    state = load_trainer_state(run)             # torch.load(weights_only=True)
+    assert isinstance(state["torch_rng"], torch.Tensor)
+    assert ("cuda_rng" in state) == torch.cuda.is_available()   # train.device=auto
+
+
+def test_cuda_rng_state_saved_and_restored(monkeypatch):
+    """The CUDA generator of the training device goes into the checkpoint and comes back on
+    resume, on CUDA only (CPU-side check, with the CUDA calls recorded)."""
+    from treelm.train.reproducible import rng_state, set_rng_state
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda d: calls.append(("get", d))
+                        or torch.zeros(4, dtype=torch.uint8))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s, d: calls.append(("set", d)))
+    cuda1 = torch.device("cuda", 1)
+    saved = rng_state(cuda1)
+    assert set(saved) == {"torch_rng", "cuda_rng"} and calls == [("get", cuda1)]
+    assert set(rng_state(torch.device("cpu"))) == {"torch_rng"}
+    set_rng_state(saved, torch.device("cpu"))          # a GPU run resumed on a CPU
+    assert calls == [("get", cuda1)]
+    set_rng_state(saved, cuda1)
+    assert calls == [("get", cuda1), ("set", cuda1)]
+    set_rng_state({"torch_rng": saved["torch_rng"]}, cuda1)   # a CPU run resumed on a GPU
+    assert len(calls) == 2
 
 
 def test_run_dir_errors(tmp_path, root, capsys):

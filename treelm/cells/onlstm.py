@@ -29,6 +29,7 @@ State: ``(h, c)``, each ``(B, H)``.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -94,6 +95,7 @@ class ONLSTM(Cell):
         chunk_size: int = 10,
         master_input: str = "paper",
         impl: str = "auto",
+        cuda_graphs: bool = False,
     ) -> None:
         super().__init__(input_size, hidden_size)
         if hidden_size % chunk_size:
@@ -106,6 +108,9 @@ class ONLSTM(Cell):
         self.n_levels = hidden_size // chunk_size
         self.master_input = master_input
         self.impl = impl  # "reference" (this file), "fused" (treelm.kernels) or "auto"
+        # training steps on CUDA replayed from CUDA graphs (treelm.kernels.graphs); opt-in
+        self.cuda_graphs = cuda_graphs
+        self._graphs: Any = None
         G = 4 * hidden_size + 2 * self.n_levels
         self.weight_ih = nn.Parameter(torch.empty(G, input_size))
         self.weight_hh = nn.Parameter(torch.empty(G, hidden_size))
@@ -147,6 +152,15 @@ class ONLSTM(Cell):
         if state is None:
             state = self.init_state(x.size(1), x)
         w_hh = self.weight_hh if weights is None else weights["weight_hh"]
+        if self.cuda_graphs and x.is_cuda:
+            if self._graphs is None:
+                from treelm.kernels.graphs import GraphCache
+
+                self._graphs = GraphCache()
+            return self._graphs(
+                x, state, self.weight_ih, self.bias_ih, w_hh, self.bias_hh,
+                self.n_levels, self.master_input, impl=self.impl,
+            )
         return onlstm_sequence(
             x, state, self.weight_ih, self.bias_ih, w_hh, self.bias_hh,
             self.n_levels, self.master_input, impl=self.impl,

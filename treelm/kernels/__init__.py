@@ -3,7 +3,8 @@
 * ``"cpu"``: :mod:`treelm.kernels.onlstm_cpu`, a whole-sequence ``torch.autograd.Function`` with a
   hand-derived BPTT (pure PyTorch; runs on any device).
 * ``"triton"``: :mod:`treelm.kernels.onlstm_triton`, the same Function with the per-step gate math
-  in one Triton kernel (CUDA tensors, or CPU under ``TRITON_INTERPRET=1``); needs ``triton``.
+  in one Triton kernel forward and one backward (CUDA tensors, or CPU under
+  ``TRITON_INTERPRET=1``); needs ``triton``.
 * ``"auto"`` / ``"fused"``: Triton for CUDA tensors when it is importable, ``"cpu"`` otherwise.
 
 Their matrix products (the per-step recurrent ones, the input projection, the weight gradient) go
@@ -11,7 +12,11 @@ through :mod:`treelm.kernels.gemm`, which runs each on the GEMM backend (MKL pac
 ``torch.mm``) measured fastest for its shape on this machine (always ``torch.mm`` for CUDA and
 float64 tensors); ``TREELM_GEMM=auto|mkl|onednn|mm`` overrides the choice.
 
-``"reference"`` (the readable per-step cell) is handled by the cell itself.
+``"reference"`` (the readable per-step cell) is handled by the cell itself. Under
+``torch.autocast`` the fused paths run their products in the autocast dtype and keep the state
+and the gate math in float32 (:func:`treelm.kernels.onlstm_cpu.onlstm_cpu_sequence`).
+:mod:`treelm.kernels.graphs` replays a training step's forward and backward from CUDA graphs
+(opt-in: the cell's ``cuda_graphs``).
 """
 
 from __future__ import annotations

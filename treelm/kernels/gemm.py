@@ -63,6 +63,7 @@ from torch import Tensor
 __all__ = [
     "BACKENDS",
     "ENV_VAR",
+    "CastMatmul",
     "FixedMatmul",
     "available_backends",
     "clear_cache",
@@ -452,6 +453,9 @@ class FixedMatmul:
                     decision = Decision("mm", "fallback", decision.requested)
             self.product = fn
         self.backend = decision.backend
+        # a call with out= writes there and allocates nothing (torch.mm); a packed CPU product
+        # returns its own fresh result, which is then copied
+        self.in_place = self.product is None
         _note(key, steps, decision)
 
     def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None
@@ -464,6 +468,34 @@ class FixedMatmul:
         r = self.product(a)
         if add is None:
             return r if out is None else out.copy_(r)
+        return torch.add(add, r, out=out)
+
+
+class CastMatmul:
+    """:class:`FixedMatmul` in a lower precision (autocast's GEMMs inside a hand-written pass):
+    ``W`` is cast to ``dtype`` once; per call the left operand is copied into a ``dtype`` buffer,
+    multiplied on the backend chosen for the ``dtype`` product, and the result (rounded to
+    ``dtype``, as autocast's products are) is added to ``add`` / written into ``out`` in their
+    dtype. Buffers are made once, so with ``out`` a call allocates nothing on ``"mm"``.
+    """
+
+    def __init__(self, weight: Tensor, batch: int, dtype: torch.dtype, transpose: bool = False,
+                 steps: int = 1) -> None:
+        w = weight.detach().to(dtype)
+        k, n = (w.shape[0], w.shape[1]) if transpose else (w.shape[1], w.shape[0])
+        self.product = FixedMatmul(w, batch, transpose=transpose, steps=steps)
+        self.backend = self.product.backend
+        self.a = w.new_empty(batch, k)
+        self.r = w.new_empty(batch, n) if self.product.in_place else None
+        self.in_place = True
+
+    def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None
+                 ) -> Tensor:
+        """``add + a @ W(ᵀ)`` as :meth:`FixedMatmul.__call__`, the product in ``dtype``."""
+        self.a.copy_(a)
+        r = self.product(self.a, out=self.r)
+        if add is None:
+            return r.to(a.dtype) if out is None else out.copy_(r)
         return torch.add(add, r, out=out)
 
 

@@ -41,22 +41,36 @@ buffers through views made once; the weight gradient is a single ``(G, T·B) @ (
 after the loop (:func:`treelm.kernels.gemm.matmul`, also on the backend measured fastest).
 Saved per step: the activated gates, ``p̃``, ``[ĩ, f̃]``, ``[î, f̂]``, ``c_{t-1}``, ``tanh(c_t)`` and
 ``h_t`` (the output).
+
+Under ``torch.autocast`` the products run in the autocast dtype (bfloat16, float16) and the
+gate math, the master-gate cumulative sums and the cell state in float32: the list of which
+tensor is kept in which precision is in :func:`onlstm_cpu_sequence`.
+
+No host work (what a GPU, and a CUDA graph capturing the sequence, needs): every buffer and scratch
+tensor is allocated once per sequence, in shapes fixed by ``(T, B)``; the steps write through
+``out=`` and in place (the one exception: a packed CPU GEMM returns a fresh result per call);
+no value is read back to the host (no ``.item()``, no Python branch on a tensor) and no tensor is
+made from Python data (constants are filled on the device). ``tests/test_kernels_onlstm.py``
+checks this by recording every op of a forward and backward.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import FixedMatmul, linear, matmul
+from treelm.kernels.gemm import CastMatmul, FixedMatmul, linear, matmul
 
 __all__ = [
     "ForwardBuffers",
     "ONLSTMFunction",
+    "TorchBackCell",
     "TorchCell",
     "onlstm_backward_loop",
     "onlstm_cpu_sequence",
@@ -134,8 +148,11 @@ class TorchCell:
     """The gate math of one step in PyTorch ops (Eqs. 6-14), written into :class:`ForwardBuffers`.
 
     Per-step views are made once, so that a step costs only the arithmetic. ``__call__(t)``
-    expects ``buffers.gates[k]`` to hold step ``t``'s pre-activations.
+    expects ``buffers.gates[k]`` to hold step ``t``'s pre-activations. ``Backward``: the matching
+    backward step (:class:`TorchBackCell`).
     """
+
+    Backward: ClassVar[type[Any]]
 
     def __init__(self, buffers: ForwardBuffers, symmetric: bool) -> None:
         b = buffers
@@ -153,6 +170,8 @@ class TorchCell:
         self.mw = b.M.new_empty(B, 2, L)                     # [ĩ − ω, f̃ − ω] (scratch)
         self.mw4 = self.mw.unsqueeze(-1)
         self.one = b.M.new_ones(())
+        if symmetric:                                       # p̃_i reversed, its cumsum (scratch)
+            self.rev, self.rcum = b.M.new_empty(B, L), b.M.new_empty(B, L)
 
     def __call__(self, t: int) -> None:
         k, a, c = self.b.slots(t)
@@ -161,7 +180,9 @@ class TorchCell:
         _aten._softmax.out(v["m"][k], -1, False, out=p)     # p̃ = softmax(z_ĩ), softmax(z_f̃)
         torch.cumsum(p, -1, out=m)                          # f̃ = cumax (Eq. 9)
         if self.symmetric:                                  # ĩ_k = Σ_{j≥k} p̃_i,j
-            mi.copy_(self.pi[k].flip(-1).cumsum(-1).flip(-1))
+            _aten.flip.out(self.pi[k], [-1], out=self.rev)
+            torch.cumsum(self.rev, -1, out=self.rcum)
+            _aten.flip.out(self.rcum, [-1], out=mi)
         else:                                               # ĩ = 1 − cumax (Eq. 10)
             torch.sub(self.one, mi, out=mi)
         torch.sigmoid_(v["o"][k])
@@ -186,27 +207,117 @@ def onlstm_forward_loop(
     symmetric: bool,
     save: bool,
     cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
+    gemm_dtype: torch.dtype | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, ForwardBuffers]:
     """The forward recurrence from the input projections ``xp`` (T, B, G).
 
     Returns ``out`` (T, B, H), ``c_T`` (B, H), ``df``, ``di`` (T, B) and the buffers. ``cell``
     builds the per-step gate math (:class:`TorchCell`, or a Triton kernel with the same contract).
+    ``gemm_dtype``: the recurrent products' precision under autocast (see
+    :func:`onlstm_cpu_sequence`); ``None``: the buffers' dtype.
     """
     T, B, _ = xp.shape
     buf = ForwardBuffers(xp, h0.shape[1], n_levels, save)
     step = cell(buf, symmetric)
-    recurrent = FixedMatmul(weight_hh, B, steps=T)        # h (B, H) -> h U^T (B, G)
-    gates = buf.gates.unbind(0)
-    out = buf.out.unbind(0)
+    recurrent = _recurrent(weight_hh, B, T, False, gemm_dtype)  # h (B, H) -> h U^T (B, G)
+    xps, gates, out = xp.unbind(0), buf.gates.unbind(0), buf.out.unbind(0)
     buf.cs[0].copy_(c0)
     h = h0.contiguous()
     for t in range(T):
-        recurrent(h, add=xp[t], out=gates[buf.slots(t)[0]])
+        recurrent(h, add=xps[t], out=gates[buf.slots(t)[0]])
         step(t)
         h = out[t]
     di = buf.M[:, :, 0].mean(-1)
     df = 1.0 - buf.M[:, :, 1].mean(-1)
     return buf.out, buf.cs[buf.slots(T - 1)[2]], df, di, buf
+
+
+class TorchBackCell:
+    """The gate math of one backward step in PyTorch ops (the module docstring's equations),
+    reading the saved :class:`ForwardBuffers` and writing ``δz_t`` into ``dG[t]``.
+
+    ``__call__(t, dh)``: ``dh`` is ``δh_t`` from step ``t + 1`` (``None`` at the last step when
+    no gradient reaches ``h_T``), to which ``dout[t]`` is added; ``dc`` holds ``δc_t`` from step
+    ``t + 1`` and is turned into ``δc_{t-1}`` in place. ``level_grad`` (T, B, 2):
+    ``[δdi_t, −δdf_t] / L``, or ``None``. Views and scratch are made once per sequence.
+    """
+
+    def __init__(self, buffers: ForwardBuffers, symmetric: bool, dG: Tensor, dc: Tensor,
+                 dout: Tensor | None, level_grad: Tensor | None) -> None:
+        buf = self.b = buffers
+        T, B, H, L, C = buf.T, buf.B, buf.H, buf.L, buf.C
+        new = buf.gates.new_empty
+        self.symmetric, self.dc, self.dout = symmetric, dc, dout
+        self.v, self.dv = buf.gate_views(buf.gates), buf.gate_views(dG)
+        self.P = buf.P.unbind(0)
+        self.Msw = buf.M.flip(2).unbind(0)                              # [f̃, ĩ] per step
+        self.W4 = (buf.M[:, :, 0] * buf.M[:, :, 1]).view(T, B, 1, L, 1).unbind(0)   # ω
+        self.hi, self.hf = buf.hat[:, :, 0].unbind(0), buf.hat[:, :, 1].unbind(0)
+        self.cs, self.tc = buf.cs.unbind(0), buf.tanh_c.unbind(0)
+        self.level = None if level_grad is None else level_grad.unsqueeze(-1).unbind(0)
+        self.zeros = buf.gates.new_zeros(B, H) if dout is None else None   # δh_T without one
+        # scratch
+        self.tmp, self.ab, self.q = new(B, H), new(B, 2, H), new(B, 2, H)
+        self.ab0, self.ab1, self.ab4 = self.ab[:, 0], self.ab[:, 1], self.ab.view(B, 2, L, C)
+        self.s, self.qs, self.dm, self.dp, self.dzm = (new(B, 2, L) for _ in range(5))
+        self.dp1, self.dm1 = self.dp[:, 1], self.dm[:, 1]
+        self.dw = new(B, L)
+        self.dw3 = self.dw.view(B, 1, L)
+        self.ones = buf.gates.new_ones(C)
+        self.sign = buf.gates.new_ones(1, 2, 1)                     # [1, −1], made on the device
+        self.sign[:, 1].fill_(-1.0)
+
+    def __call__(self, t: int, dh: Tensor | None) -> None:
+        v, dv, dc, tmp, ab, s, dm, dp = (self.v, self.dv, self.dc, self.tmp, self.ab, self.s,
+                                         self.dm, self.dp)
+        C = self.b.C
+        if self.dout is not None:
+            dh = self.dout[t] if dh is None else dh.add_(self.dout[t])
+        if dh is None:
+            dh = self.zeros
+        o, g, i_f, tc = v["o"][t], v["g"][t], v["if"][t], self.tc[t]
+        # output gate; δc += δh∘o∘(1 − tanh² c_t)
+        torch.mul(dh, tc, out=tmp)
+        _aten.sigmoid_backward.grad_input(tmp, o, grad_input=dv["o"][t])
+        torch.mul(dh, o, out=tmp)
+        _aten.tanh_backward.grad_input(tmp, tc, grad_input=tmp)
+        dc.add_(tmp)
+        # ab = [δc∘ĉ, δc∘c_{t-1}] pairs with [i, f] and (summed per level) with [ĩ, f̃]
+        torch.mul(dc, g, out=self.ab0)
+        torch.mul(dc, self.cs[t], out=self.ab1)
+        torch.mv(ab.view(-1, C), self.ones, out=s.view(-1))         # Σ_C ab
+        torch.mul(ab, i_f, out=self.q)
+        torch.mv(self.q.view(-1, C), self.ones, out=self.qs.view(-1))   # Σ_C ab∘[i, f]
+        torch.sum(self.qs.sub_(s), 1, out=self.dw)                  # δω
+        dzif = dv["if4"][t]
+        torch.mul(self.ab4, self.W4[t], out=dzif)
+        _aten.sigmoid_backward.grad_input(dzif, v["if4"][t], grad_input=dzif)  # δz_i, δz_f
+        torch.mul(dc, self.hi[t], out=tmp)
+        _aten.tanh_backward.grad_input(tmp, g, grad_input=dv["g"][t])         # δz_ĉ
+        # δĩ, δf̃; then back through the cumulative sums and the softmax
+        torch.addcmul(s, self.dw3, self.Msw[t], out=dm)
+        if self.level is not None:
+            dm.add_(self.level[t])
+        torch.cumsum(dm, -1, out=dp)
+        if self.symmetric:              # δp̃_i = cumsum(δĩ); δp̃_f ≡ δf̃ − cumsum(δf̃)
+            torch.sub(self.dm1, self.dp1, out=self.dp1)
+        else:                           # δp̃_i ≡ cumsum(δĩ) − δĩ; δp̃_f ≡ δf̃ − cumsum(δf̃)
+            dp.sub_(dm).mul_(self.sign)
+        _aten._softmax_backward_data.out(dp, self.P[t], -1, dp.dtype, grad_input=self.dzm)
+        dv["m2"][t].copy_(self.dzm.view(-1, 2 * self.b.L))
+        dc.mul_(self.hf[t])                                         # δc_{t-1}
+
+
+TorchCell.Backward = TorchBackCell
+
+
+class BackCell(Protocol):
+    """What :func:`onlstm_backward_loop` runs per step: :class:`TorchBackCell`'s contract."""
+
+    def __init__(self, buffers: ForwardBuffers, symmetric: bool, dG: Tensor, dc: Tensor,
+                 dout: Tensor | None, level_grad: Tensor | None) -> None: ...
+
+    def __call__(self, t: int, dh: Tensor | None) -> None: ...
 
 
 def onlstm_backward_loop(
@@ -220,83 +331,46 @@ def onlstm_backward_loop(
     buf: ForwardBuffers,
     symmetric: bool,
     need_weight: bool,
+    back: type[BackCell] = TorchBackCell,
+    gemm_dtype: torch.dtype | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """BPTT through the saved forward buffers (see the module docstring for the equations).
 
     Returns ``dxp`` (T, B, G) (= δz for every step), ``dh0``, ``dc0`` (B, H) and ``dU`` (G, H)
-    (``None`` unless ``need_weight``).
+    (``None`` unless ``need_weight``). ``back`` is the per-step gate math
+    (:class:`TorchBackCell`, or a kernel with its contract); per step it runs once, followed by
+    the recurrent product ``δh_{t-1} = δz_t U``. ``gemm_dtype``: as for the forward loop (the
+    weight gradient's product too).
     """
-    T, B, H, L, C = buf.T, buf.B, buf.H, buf.L, buf.C
+    T, B, H, L = buf.T, buf.B, buf.H, buf.L
     G = buf.gates.shape[-1]
-    new = buf.gates.new_empty
-    dG = new(T, B, G)
-    v, dv = buf.gate_views(buf.gates), buf.gate_views(dG)
-    P = buf.P.unbind(0)
-    Msw = buf.M.flip(2).unbind(0)                               # [f̃, ĩ] per step
-    W4 = (buf.M[:, :, 0] * buf.M[:, :, 1]).view(T, B, 1, L, 1).unbind(0)   # ω
-    hi, hf = buf.hat[:, :, 0].unbind(0), buf.hat[:, :, 1].unbind(0)
-    cs, tc = buf.cs.unbind(0), buf.tanh_c.unbind(0)
-    dz_all = dG.unbind(0)
-    level_grad: tuple[Tensor, ...] | None = None
+    dG = buf.gates.new_empty(T, B, G)
+    level_grad = None
     if ddf is not None or ddi is not None:          # δdf_t, δdi_t reach every level as ∓1/L
         zero = buf.M.new_zeros(T, B)
         level_grad = torch.stack(
             (zero if ddi is None else ddi, zero if ddf is None else -ddf), -1
-        ).div_(L).unsqueeze(-1).unbind(0)           # (B, 2, 1) per step
-    # scratch
-    tmp, ab, q = new(B, H), new(B, 2, H), new(B, 2, H)
-    ab0, ab1, ab4 = ab[:, 0], ab[:, 1], ab.view(B, 2, L, C)
-    s, qs, dm, dp, dzm = new(B, 2, L), new(B, 2, L), new(B, 2, L), new(B, 2, L), new(B, 2, L)
-    dw = new(B, L)
-    dw3 = dw.view(B, 1, L)
-    ones = buf.gates.new_ones(C)
-    sign = buf.gates.new_tensor([1.0, -1.0]).view(1, 2, 1)
-    dp1, dm1 = dp[:, 1], dm[:, 1]
-    recurrent_t = FixedMatmul(weight_hh, B, transpose=True, steps=T)  # δz (B, G) -> δz U (B, H)
-    dh = None if dh_last is None else dh_last.clone()
-    dc = buf.gates.new_zeros(B, H) if dc_last is None else dc_last.clone()
+        ).div_(L)                                   # (T, B, 2), contiguous
+    contiguous = torch.contiguous_format
+    dc = (buf.gates.new_zeros(B, H) if dc_last is None
+          else dc_last.clone(memory_format=contiguous))
+    step = back(buf, symmetric, dG, dc, dout, level_grad)
+    recurrent_t = _recurrent(weight_hh, B, T, True, gemm_dtype)  # δz (B, G) -> δz U (B, H)
+    # δh_{t-1} written in place by torch.mm; a packed CPU product returns its own result
+    dh_out = buf.gates.new_empty(B, H) if recurrent_t.in_place else None
+    dh = None if dh_last is None else dh_last.clone(memory_format=contiguous)
+    dz_all = dG.unbind(0)
     for t in range(T - 1, -1, -1):
-        if dout is not None:
-            dh = dout[t] if dh is None else dh.add_(dout[t])
-        if dh is None:
-            dh = buf.gates.new_zeros(B, H)
-        o, g, i_f = v["o"][t], v["g"][t], v["if"][t]
-        # output gate; δc += δh∘o∘(1 − tanh² c_t)
-        torch.mul(dh, tc[t], out=tmp)
-        _aten.sigmoid_backward.grad_input(tmp, o, grad_input=dv["o"][t])
-        torch.mul(dh, o, out=tmp)
-        _aten.tanh_backward.grad_input(tmp, tc[t], grad_input=tmp)
-        dc.add_(tmp)
-        # ab = [δc∘ĉ, δc∘c_{t-1}] pairs with [i, f] and (summed per level) with [ĩ, f̃]
-        torch.mul(dc, g, out=ab0)
-        torch.mul(dc, cs[t], out=ab1)
-        torch.mv(ab.view(-1, C), ones, out=s.view(-1))          # Σ_C ab
-        torch.mul(ab, i_f, out=q)
-        torch.mv(q.view(-1, C), ones, out=qs.view(-1))          # Σ_C ab∘[i, f]
-        torch.sum(qs.sub_(s), 1, out=dw)                        # δω
-        dzif = dv["if4"][t]
-        torch.mul(ab4, W4[t], out=dzif)
-        _aten.sigmoid_backward.grad_input(dzif, v["if4"][t], grad_input=dzif)  # δz_i, δz_f
-        torch.mul(dc, hi[t], out=tmp)
-        _aten.tanh_backward.grad_input(tmp, g, grad_input=dv["g"][t])         # δz_ĉ
-        # δĩ, δf̃; then back through the cumulative sums and the softmax
-        torch.addcmul(s, dw3, Msw[t], out=dm)
-        if level_grad is not None:
-            dm.add_(level_grad[t])
-        torch.cumsum(dm, -1, out=dp)
-        if symmetric:                   # δp̃_i = cumsum(δĩ); δp̃_f ≡ δf̃ − cumsum(δf̃)
-            torch.sub(dm1, dp1, out=dp1)
-        else:                           # δp̃_i ≡ cumsum(δĩ) − δĩ; δp̃_f ≡ δf̃ − cumsum(δf̃)
-            dp.sub_(dm).mul_(sign)
-        _aten._softmax_backward_data.out(dp, P[t], -1, dp.dtype, grad_input=dzm)
-        dv["m2"][t].copy_(dzm.view(B, 2 * L))
-        # carry to step t − 1
-        dc.mul_(hf[t])
-        dh = recurrent_t(dz_all[t])
+        step(t, dh)
+        dh = recurrent_t(dz_all[t], out=dh_out)
     dU = None
     if need_weight:                 # δU = Σ_t δz_tᵀ h_{t-1}: one (G, T·B)·(T·B, H) product
         hs = torch.cat((h0.unsqueeze(0), buf.out[:-1])) if T > 1 else h0.unsqueeze(0)
-        dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
+        if gemm_dtype is None:
+            dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
+        else:
+            dU = matmul(dG.view(-1, G).to(gemm_dtype).t(),
+                        hs.reshape(-1, H).to(gemm_dtype)).to(weight_hh.dtype)
     assert dh is not None
     return dG, dh, dc, dU
 
@@ -318,12 +392,14 @@ class ONLSTMFunction(torch.autograd.Function):
         n_levels: int,
         symmetric: bool,
         cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
+        gemm_dtype: torch.dtype | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         save = any(ctx.needs_input_grad[:4])
         out, c_last, df, di, buf = onlstm_forward_loop(
-            xp, h0, c0, weight_hh, n_levels, symmetric, save, cell
+            xp, h0, c0, weight_hh, n_levels, symmetric, save, cell, gemm_dtype
         )
-        ctx.symmetric = symmetric
+        ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
+        ctx.back = getattr(cell, "Backward", TorchBackCell)
         if save:
             ctx.save_for_backward(h0, weight_hh, *buf.tensors())
         return out, out[-1].clone(), c_last.clone(), df, di
@@ -337,11 +413,15 @@ class ONLSTMFunction(torch.autograd.Function):
         h0, weight_hh, *saved = ctx.saved_tensors
         buf = ForwardBuffers.restore(tuple(saved))
         need = ctx.needs_input_grad
-        dG, dh0, dc0, dU = onlstm_backward_loop(
-            dout, dh_last, dc_last, ddf, ddi, h0, weight_hh, buf, ctx.symmetric, need[3]
-        )
+        # under autocast the backward may run inside the autocast region too: its own products
+        # are cast explicitly (gemm_dtype), nothing else is to be cast
+        with _no_autocast(h0.device.type, ctx.gemm_dtype is not None):
+            dG, dh0, dc0, dU = onlstm_backward_loop(
+                dout, dh_last, dc_last, ddf, ddi, h0, weight_hh, buf, ctx.symmetric, need[3],
+                ctx.back, ctx.gemm_dtype,
+            )
         return (dG if need[0] else None, dh0 if need[1] else None, dc0 if need[2] else None,
-                dU, None, None, None)
+                dU, None, None, None, None)
 
 
 def onlstm_cpu_sequence(
@@ -359,22 +439,62 @@ def onlstm_cpu_sequence(
 
     Returns ``out`` (T, B, H), ``(h_T, c_T)`` and ``{"df": (T, B), "di": (T, B)}``; all are
     differentiable (the levels included) with respect to every argument tensor.
+
+    Under ``torch.autocast`` (for ``x``'s device; bfloat16 on CPU, bfloat16 or float16 on CUDA)
+    the matrix products run in the autocast dtype and everything else in float32:
+
+    * low precision: the input projection ``x W_ihᵀ`` (autocast's ``F.linear``, and its
+      gradients), each step's ``h_{t-1} Uᵀ`` and ``δz_t U`` (operands rounded to the autocast
+      dtype, :class:`treelm.kernels.gemm.CastMatmul`) and the weight gradient ``δzᵀ h``;
+    * float32: the pre-activations ``z_t`` (the two products' sum), the master gates' softmax and
+      cumulative sums ``p̃``, ``ĩ``, ``f̃``, the gates and ``î``, ``f̂``, the cell state ``c_t`` and
+      ``tanh(c_t)``, the output ``h_t`` (returned in float32), ``df``, ``di``, and in the
+      backward ``δz``, ``δh``, ``δc`` and every per-level sum. ``h0``, ``c0`` are taken as
+      float32, and the weight gradient is returned in the weight's dtype.
     """
     if master_input not in ("paper", "symmetric"):
         raise ValueError(f"unknown master_input {master_input!r}")
     h0, c0 = state
-    xp = linear(x, weight_ih, bias_ih + bias_hh)              # all steps' input part, one GEMM
+    low = autocast_dtype(x.device.type)
+    if low is None:
+        xp = linear(x, weight_ih, bias_ih + bias_hh)          # all steps' input part, one GEMM
+    else:                       # autocast's product, then the recurrence in float32
+        xp = F.linear(x, weight_ih, bias_ih + bias_hh).float()
+        h0, c0 = h0.float(), c0.float()
     symmetric = master_input == "symmetric"
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (xp, h0, c0, weight_hh)
     )
-    if grad:
-        out, h, c, df, di = ONLSTMFunction.apply(
-            xp, h0, c0, weight_hh, n_levels, symmetric, cell
-        )
-    else:
-        out, c, df, di, _ = onlstm_forward_loop(
-            xp, h0, c0, weight_hh, n_levels, symmetric, False, cell
-        )
-        h = out[-1]
+    with _no_autocast(x.device.type, low is not None):
+        if grad:
+            out, h, c, df, di = ONLSTMFunction.apply(
+                xp, h0, c0, weight_hh, n_levels, symmetric, cell, low
+            )
+        else:
+            out, c, df, di, _ = onlstm_forward_loop(
+                xp, h0, c0, weight_hh, n_levels, symmetric, False, cell, low
+            )
+            h = out[-1]
     return out, (h, c), {"df": df, "di": di}
+
+
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype ``torch.autocast`` runs products in for this device type now, ``None`` when it
+    is off (or the device type has no autocast)."""
+    if device_type not in ("cpu", "cuda") or not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
+
+def _no_autocast(device_type: str, active: bool) -> contextlib.AbstractContextManager[Any]:
+    """Autocast switched off for ``device_type`` (where it was on), else nothing."""
+    return torch.autocast(device_type, enabled=False) if active else contextlib.nullcontext()
+
+
+def _recurrent(weight_hh: Tensor, batch: int, steps: int, transpose: bool,
+               gemm_dtype: torch.dtype | None) -> FixedMatmul | CastMatmul:
+    """The per-step product by ``weight_hh`` (``h Uᵀ``, or ``δz U`` with ``transpose``), in
+    ``gemm_dtype`` when that is set and not the weight's."""
+    if gemm_dtype is None or gemm_dtype == weight_hh.dtype:
+        return FixedMatmul(weight_hh, batch, transpose=transpose, steps=steps)
+    return CastMatmul(weight_hh, batch, gemm_dtype, transpose=transpose, steps=steps)

@@ -1,26 +1,35 @@
-"""Triton path of the fused ON-LSTM: the gate math of one step (Eqs. 6-14) in a single kernel.
+"""Triton path of the fused ON-LSTM: the gate math of one step (Eqs. 6-14) in a single kernel, and
+the gate math of one backward step in another.
 
-Per step the recurrent GEMM stays ``torch.addmm`` (cuBLAS); one Triton program per batch row then
-reads the pre-activations ``z`` (G = 4H + 2L values) and writes everything the PyTorch step of
+Per step the recurrent GEMM stays ``torch.addmm`` / ``torch.mm`` (cuBLAS); one Triton program per
+batch row then does the rest of the step. Forward (:class:`TritonCell`): it reads the
+pre-activations ``z`` (G = 4H + 2L values) and writes everything the PyTorch step of
 :class:`treelm.kernels.onlstm_cpu.TorchCell` writes: the activations in place, ``[p̃_i, p̃_f]``,
-``[ĩ, f̃]``, ``[î, f̂]``, ``c_t``, ``tanh(c_t)`` and ``h_t``. The backward pass is the PyTorch-level
-BPTT of :mod:`treelm.kernels.onlstm_cpu` over those same buffers.
+``[ĩ, f̃]``, ``[î, f̂]``, ``c_t``, ``tanh(c_t)`` and ``h_t``. Backward (:class:`TritonBackCell`,
+the contract of :class:`treelm.kernels.onlstm_cpu.TorchBackCell`): it reads those buffers, ``δh_t``
+(the recurrent product of the step after, plus ``∂ℓ/∂h_t`` from the output) and ``δc_t``, and
+writes ``δz_t`` (the module docstring of :mod:`treelm.kernels.onlstm_cpu` has the equations: the
+output gate, ``δc``, ``δω``, the per-level sums over the chunk, the cumulative sums of ``δĩ``,
+``δf̃`` and the softmax backward) and ``δc_{t-1}`` in place. So a forward and backward of ``T``
+steps launches ``2T`` GEMMs and ``2T`` Triton kernels, plus a constant number of others (the input
+projection, the weight gradient, the levels' means).
 
 Neurons are handled as an ``(L, C)`` tile (level × neuron-in-chunk), so each master-gate value is
-broadcast over its chunk in registers. ``triton`` is imported lazily: the package works without
-it. On CPU tensors the kernel runs under ``TRITON_INTERPRET=1`` (for tests, small sizes).
+broadcast over its chunk in registers, and the sums over a chunk (``Σ_C``) are row reductions of
+the tile. ``triton`` is imported lazily: the package works without it. On CPU tensors the kernels
+run under ``TRITON_INTERPRET=1`` (for tests, small sizes).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor
 
 from treelm.kernels.onlstm_cpu import ForwardBuffers, onlstm_cpu_sequence
 
-__all__ = ["TritonCell", "onlstm_triton_sequence"]
+__all__ = ["TritonBackCell", "TritonCell", "onlstm_triton_sequence"]
 
 
 @functools.cache
@@ -86,6 +95,88 @@ def _step_kernel() -> Any:
     return onlstm_step
 
 
+@functools.cache
+def _back_kernel() -> Any:
+    """The backward step's kernel, compiled on first use (``triton`` imported here)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def onlstm_back_step(
+        z_ptr, p_ptr, m_ptr, hat_ptr, cp_ptr, tc_ptr, dh_ptr, dout_ptr, lg_ptr, dc_ptr, dz_ptr,
+        stride_z, stride_p, stride_m, stride_hat, stride_cp, stride_tc, stride_dh, stride_dout,
+        stride_lg, stride_dc, stride_dz,
+        L: tl.constexpr, C: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_C: tl.constexpr,
+        SYMMETRIC: tl.constexpr, HAS_DH: tl.constexpr, HAS_DOUT: tl.constexpr,
+        HAS_LEVEL: tl.constexpr,
+    ):
+        b = tl.program_id(0)
+        H = L * C
+        lv = tl.arange(0, BLOCK_L)
+        lmask = lv < L
+        cv = tl.arange(0, BLOCK_C)
+        idx = lv[:, None] * C + cv[None, :]
+        mask = lmask[:, None] & (cv[None, :] < C)
+        # the step's saved activations (L, C) and master gates (L,)
+        g_row = z_ptr + b * stride_z + 2 * L
+        o = tl.load(g_row + idx, mask=mask, other=0.0)
+        g = tl.load(g_row + H + idx, mask=mask, other=0.0)
+        i = tl.load(g_row + 2 * H + idx, mask=mask, other=0.0)
+        f = tl.load(g_row + 3 * H + idx, mask=mask, other=0.0)
+        tc = tl.load(tc_ptr + b * stride_tc + idx, mask=mask, other=0.0)
+        c_prev = tl.load(cp_ptr + b * stride_cp + idx, mask=mask, other=0.0)
+        i_hat = tl.load(hat_ptr + b * stride_hat + idx, mask=mask, other=0.0)
+        f_hat = tl.load(hat_ptr + b * stride_hat + H + idx, mask=mask, other=0.0)
+        mi = tl.load(m_ptr + b * stride_m + lv, mask=lmask, other=0.0)
+        mf = tl.load(m_ptr + b * stride_m + L + lv, mask=lmask, other=0.0)
+        dc = tl.load(dc_ptr + b * stride_dc + idx, mask=mask, other=0.0)
+        # δh_t: the recurrent part and the output's gradient (either may be absent)
+        dh = tl.zeros_like(o)
+        if HAS_DH:
+            dh += tl.load(dh_ptr + b * stride_dh + idx, mask=mask, other=0.0)
+        if HAS_DOUT:
+            dh += tl.load(dout_ptr + b * stride_dout + idx, mask=mask, other=0.0)
+        # output gate; δc += δh∘o∘(1 − tanh² c_t)
+        dz_o = dh * tc * o * (1.0 - o)
+        dc = dc + dh * o * (1.0 - tc * tc)
+        # [δc∘ĉ, δc∘c_{t-1}]: with [i, f] the gates' gradients, summed over the chunk the levels'
+        a_i = dc * g
+        a_f = dc * c_prev
+        w = mi * mf                                                     # ω
+        dz_i = a_i * w[:, None] * i * (1.0 - i)
+        dz_f = a_f * w[:, None] * f * (1.0 - f)
+        dz_g = dc * i_hat * (1.0 - g * g)
+        dw = tl.sum(a_i * (i - 1.0) + a_f * (f - 1.0), 1)               # δω
+        dmi = tl.sum(a_i, 1) + dw * mf                                  # δĩ
+        dmf = tl.sum(a_f, 1) + dw * mi                                  # δf̃
+        if HAS_LEVEL:                                                   # + [δdi, −δdf] / L
+            dmi += tl.load(lg_ptr + b * stride_lg)
+            dmf += tl.load(lg_ptr + b * stride_lg + 1)
+        # back through the cumulative sums (up to a constant per row, see onlstm_cpu) ...
+        ci = tl.cumsum(dmi, 0)
+        if SYMMETRIC:
+            dpi = ci
+        else:
+            dpi = ci - dmi
+        dpf = dmf - tl.cumsum(dmf, 0)
+        # ... and the softmax: δz = p̃∘(δp̃ − Σ_L p̃∘δp̃)
+        pi = tl.load(p_ptr + b * stride_p + lv, mask=lmask, other=0.0)
+        pf = tl.load(p_ptr + b * stride_p + L + lv, mask=lmask, other=0.0)
+        dz_mi = pi * (dpi - tl.sum(pi * dpi, 0))
+        dz_mf = pf * (dpf - tl.sum(pf * dpf, 0))
+        dz_row = dz_ptr + b * stride_dz
+        tl.store(dz_row + lv, dz_mi, mask=lmask)
+        tl.store(dz_row + L + lv, dz_mf, mask=lmask)
+        dz_row += 2 * L
+        tl.store(dz_row + idx, dz_o, mask=mask)
+        tl.store(dz_row + H + idx, dz_g, mask=mask)
+        tl.store(dz_row + 2 * H + idx, dz_i, mask=mask)
+        tl.store(dz_row + 3 * H + idx, dz_f, mask=mask)
+        tl.store(dc_ptr + b * stride_dc + idx, dc * f_hat, mask=mask)  # δc_{t-1}
+
+    return onlstm_back_step
+
+
 def _next_pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
@@ -93,7 +184,10 @@ def _next_pow2(n: int) -> int:
 class TritonCell:
     """Same contract as :class:`treelm.kernels.onlstm_cpu.TorchCell`: ``__call__(t)`` runs the gate
     math of step ``t`` on ``buffers.gates[k]`` with one kernel launch (grid: one program per row).
+    ``Backward``: :class:`TritonBackCell`.
     """
+
+    Backward: ClassVar[type[Any]]
 
     def __init__(self, buffers: ForwardBuffers, symmetric: bool) -> None:
         b = buffers
@@ -115,6 +209,47 @@ class TritonCell:
             L=self.b.L, C=self.b.C, BLOCK_L=self.block_l, BLOCK_C=self.block_c,
             SYMMETRIC=self.symmetric,
         )
+
+
+class TritonBackCell:
+    """Same contract as :class:`treelm.kernels.onlstm_cpu.TorchBackCell`: ``__call__(t, dh)`` writes
+    ``δz_t`` into ``dG[t]`` and turns ``dc`` into ``δc_{t-1}``, with one kernel launch (one
+    program per row). ``dout`` is made contiguous once per sequence (a sum's gradient arrives as
+    a stride-0 view); when a pointer is absent the kernel is compiled without reading it.
+    """
+
+    def __init__(self, buffers: ForwardBuffers, symmetric: bool, dG: Tensor, dc: Tensor,
+                 dout: Tensor | None, level_grad: Tensor | None) -> None:
+        b = self.b = buffers
+        self.symmetric, self.dc = symmetric, dc
+        self.kernel = _back_kernel()
+        self.gates, self.P, self.M = b.gates.unbind(0), b.P.unbind(0), b.M.unbind(0)
+        self.hat, self.cs, self.tc = b.hat.unbind(0), b.cs.unbind(0), b.tanh_c.unbind(0)
+        self.dz = dG.unbind(0)
+        self.dout = None if dout is None else dout.contiguous().unbind(0)
+        self.level = None if level_grad is None else level_grad.unbind(0)
+        self.block_l, self.block_c = _next_pow2(b.L), _next_pow2(b.C)
+
+    def __call__(self, t: int, dh: Tensor | None) -> None:
+        z, p, m, hat, cp, tc = (self.gates[t], self.P[t], self.M[t], self.hat[t], self.cs[t],
+                                self.tc[t])
+        dc, dz = self.dc, self.dz[t]
+        dout = None if self.dout is None else self.dout[t]
+        level = None if self.level is None else self.level[t]
+        # an absent operand is compiled out (HAS_* false); any tensor stands in for its pointer
+        self.kernel[(self.b.B,)](
+            z, p, m, hat, cp, tc, dc if dh is None else dh, dc if dout is None else dout,
+            dc if level is None else level, dc, dz,
+            z.stride(0), p.stride(0), m.stride(0), hat.stride(0), cp.stride(0), tc.stride(0),
+            0 if dh is None else dh.stride(0), 0 if dout is None else dout.stride(0),
+            0 if level is None else level.stride(0), dc.stride(0), dz.stride(0),
+            L=self.b.L, C=self.b.C, BLOCK_L=self.block_l, BLOCK_C=self.block_c,
+            SYMMETRIC=self.symmetric, HAS_DH=dh is not None, HAS_DOUT=dout is not None,
+            HAS_LEVEL=level is not None,
+        )
+
+
+TritonCell.Backward = TritonBackCell
 
 
 def onlstm_triton_sequence(

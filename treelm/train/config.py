@@ -34,6 +34,7 @@ class TrainConfig:
     threads: int | None = None       # torch.set_num_threads; None = leave as is
     flush_denormal: bool = True      # CPU: tiny gradients as denormals slow training down 2×
     device: str = "auto"             # auto | cpu | cuda
+    deterministic: bool = False      # CUDA: deterministic kernels, so a resume is exact there too
     progress_seconds: float = 30.0   # without a terminal: a progress line this often
 
     RULES: ClassVar[dict[str, Any]] = {

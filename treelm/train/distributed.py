@@ -6,6 +6,11 @@ NCCL on GPU). Each rank trains on its own share of the task's data (the task sha
 contiguous 1/N of the LM stream) so every rank takes the same number of steps; DDP averages
 gradients.
 Rank 0 alone writes the run directory.
+
+On CUDA each process trains on its own GPU, ``cuda:LOCAL_RANK``: more processes on a machine than
+it has GPUs is an error (one line, before joining the group) that suggests ``train.device=cpu``
+(gloo, any number of processes) or fewer processes. Under ``train.device=auto`` the same holds:
+``auto`` picks CUDA wherever there is a GPU.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from treelm.errors import TreelmError
 
 
 @dataclass
@@ -36,6 +43,14 @@ def setup(device: torch.device) -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
+    if device.type == "cuda":
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        gpus = torch.cuda.device_count()
+        if local > gpus:
+            raise TreelmError(
+                f"{local} processes on this machine but {gpus} CUDA device"
+                f"{'' if gpus == 1 else 's'}: one process per GPU (torchrun --nproc_per_node="
+                f"{gpus}), or train.device=cpu to train on the CPU (gloo)")
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))

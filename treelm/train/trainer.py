@@ -48,6 +48,7 @@ from treelm.train.builders import (
 )
 from treelm.train.interrupts import StopRequests
 from treelm.train.progress import Progress
+from treelm.train.reproducible import rng_state, set_rng_state, use_deterministic
 from treelm.train.state import LoopState, upgrade_state
 
 
@@ -61,10 +62,13 @@ class Trainer:
         if self.tc.threads:
             torch.set_num_threads(self.tc.threads)
         torch.set_flush_denormal(self.tc.flush_denormal)
+        if self.tc.deterministic:       # before anything touches CUDA (cuBLAS reads its env)
+            use_deterministic()
         self.device = pick_device(self.tc.device)
         self.dist = D.setup(self.device)
         if self.device.type == "cuda" and self.dist.enabled:
             self.device = torch.device("cuda", self.dist.local_rank)
+            torch.cuda.set_device(self.device)
         self.quiet = quiet or not self.dist.main
         torch.manual_seed(int(cfg.get("seed", 0)))
         self.task = build_task(cfg, task_cls, options, self.device, self.dist.rank,
@@ -109,7 +113,7 @@ class Trainer:
                  "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
                  "optimizer": self.optimizer.state_dict(),
                  "averager": self.averager.state_dict(),
-                 "torch_rng": torch.get_rng_state(), "world": self.dist.world,
+                 **rng_state(self.device), "world": self.dist.world,
                  "gemm": gemm.measurements()}     # a resume chooses the same GEMM backends
         if self.dist.main:
             save_checkpoint(self.files.path, self.model, state, self.signature, best,
@@ -127,7 +131,7 @@ class Trainer:
         self.task.load_state_dict(tasks[self.dist.rank if same else 0], same)
         self.optimizer.load_state_dict(s["optimizer"])
         self.averager.load_state_dict(s["averager"])
-        torch.set_rng_state(s["torch_rng"])
+        set_rng_state(s, self.device)
         gemm.restore_measurements(s.get("gemm", []))
         self.metrics.nbytes = self.s.metrics_bytes
         if self.dist.main:  # forget what was logged after the checkpoint

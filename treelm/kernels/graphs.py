@@ -1,0 +1,171 @@
+"""CUDA-graph replay of the fused ON-LSTM's forward and backward (opt-in, CUDA only).
+
+Why: at the paper's size one forward + backward of the fused path launches ``2T`` GEMMs and ``2T``
+Triton kernels (:mod:`treelm.kernels.onlstm_triton`), each too small to hide the Python time of
+its launch: the GPU idles between them. A CUDA graph replays all of one sequence's launches from
+one call. The fused path does no host work inside its forward and backward (no host tensors, no
+``.item()``, buffers allocated once per sequence in shapes fixed by ``(T, B)``;
+``tests/test_kernels_onlstm.py`` checks it), which is what capturing needs.
+
+How: per cell (:class:`treelm.cells.onlstm.ONLSTM` with ``cuda_graphs=True``) a
+:class:`GraphCache` holds one graphed callable per :class:`GraphKey`,
+
+    (T, B, input size, hidden size, levels, master gate, impl, dtype, device,
+     which inputs need a gradient)
+
+made on first use by ``torch.cuda.make_graphed_callables``: a forward graph and a backward graph
+with static input, output and gradient buffers (the call copies its inputs into the static ones,
+the backward its incoming gradients), after a few warm-up runs on a side stream (Triton compiles
+there). Variable BPTT (AWD-LSTM draws each batch's length) makes one key per length: ``lengths``
+limits capturing to a given set of lengths, and at most ``max_graphs`` are kept (each holds its
+sequence's buffers, about ``T·B·(2G + 6H + 4L)`` numbers: some 40 MB at the paper's size in
+float32); any other call runs the eager fused path, with the same numbers.
+
+A call runs eagerly, never from a graph, when the tensors are not on CUDA (``device_types``),
+when autocast is on (its cast cache cannot be captured), when no gradient is wanted (grad mode
+off or no input needing one: evaluation, decoding), when the key's last replay may still be in
+use (its outputs alive and not yet back-propagated: a cell called twice in one step), or when
+the cache is full. :attr:`GraphCache.stats` counts captures, replays and eager calls.
+
+Caveats (why it is opt-in until measured on a GPU): the outputs and the parameter gradients a
+replay returns live in the graph's static buffers, so they are valid until the next replay of
+the same key, that is, the next training step of that cell at that length; a training loop with
+one backward per forward (treelm's) consumes them in time, but gradient accumulation over two
+batches of the same length before an optimiser step must not use graphs.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["GraphCache", "GraphKey"]
+
+Outputs = tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]
+Capture = Callable[[Callable[..., Any], tuple[Tensor, ...]], Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class GraphKey:
+    """What a captured graph is fixed to: every shape, dtype and device, the options that change
+    the computation and which inputs ``(x, h0, c0, W_ih, b_ih, W_hh, b_hh)`` need gradients."""
+
+    steps: int
+    batch: int
+    input_size: int
+    hidden: int
+    n_levels: int
+    master_input: str
+    impl: str
+    dtype: torch.dtype
+    device: torch.device
+    needs_grad: tuple[bool, ...]
+
+
+def _make_graphed(fn: Callable[..., Any], samples: tuple[Tensor, ...]) -> Callable[..., Any]:
+    return torch.cuda.make_graphed_callables(fn, samples)
+
+
+class GraphCache:
+    """Graphed fused ON-LSTM sequences of one cell, by :class:`GraphKey` (module docstring).
+
+    ``max_graphs``: how many keys are captured at most; ``lengths``: if given, only these
+    sequence lengths are captured. ``capture`` and ``device_types`` are for tests (a stand-in
+    for ``torch.cuda.make_graphed_callables``, and the device types graphs are used on).
+    """
+
+    def __init__(self, max_graphs: int = 16, lengths: Collection[int] | None = None,
+                 capture: Capture | None = None,
+                 device_types: Collection[str] = ("cuda",)) -> None:
+        if max_graphs < 1:
+            raise ValueError(f"max_graphs must be at least 1, not {max_graphs}")
+        self.max_graphs = max_graphs
+        self.lengths = None if lengths is None else frozenset(lengths)
+        self.capture: Capture = capture or _make_graphed
+        self.device_types = frozenset(device_types)
+        self.graphs: dict[GraphKey, Callable[..., Any]] = {}
+        self._live: dict[GraphKey, weakref.ref[Tensor]] = {}
+        self.stats = {"captured": 0, "replayed": 0, "eager": 0}
+
+    def key(self, x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
+            weight_hh: Tensor, bias_hh: Tensor, n_levels: int, master_input: str,
+            impl: str) -> GraphKey | None:
+        """The call's key, or ``None`` when it is not to run from a graph at all (wrong device,
+        autocast, no gradient wanted, a length outside ``lengths``)."""
+        tensors = (x, *state, weight_ih, bias_ih, weight_hh, bias_hh)
+        if x.device.type not in self.device_types or any(
+                t.device != x.device for t in tensors):
+            return None
+        if torch.is_autocast_enabled(x.device.type):
+            return None
+        needs = tuple(t.requires_grad for t in tensors)
+        if not (torch.is_grad_enabled() and any(needs)):
+            return None
+        T, B, input_size = x.shape
+        if self.lengths is not None and T not in self.lengths:
+            return None
+        return GraphKey(T, B, input_size, weight_hh.shape[1], n_levels, master_input, impl,
+                        x.dtype, x.device, needs)
+
+    def __call__(self, x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor,
+                 bias_ih: Tensor, weight_hh: Tensor, bias_hh: Tensor, n_levels: int,
+                 master_input: str, impl: str = "auto") -> Outputs:
+        """:func:`treelm.kernels.onlstm_sequence`'s contract, from a graph where possible."""
+        from treelm.kernels import onlstm_sequence
+
+        args = (x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input)
+        key = self.key(*args, impl)
+        graphed = None if key is None else self._graph(key, args, impl)
+        if graphed is None:
+            self.stats["eager"] += 1
+            return onlstm_sequence(*args, impl=impl)
+        assert key is not None
+        out, h, c, df, di = graphed(x, *state, weight_ih, bias_ih, weight_hh, bias_hh)
+        self.stats["replayed"] += 1
+        self._live[key] = weakref.ref(out)
+        out.register_hook(self._released(key))     # back-propagated: the buffers are free again
+        return out, (h, c), {"df": df, "di": di}
+
+    def _released(self, key: GraphKey) -> Callable[[Tensor], None]:
+        def hook(grad: Tensor) -> None:
+            self._live.pop(key, None)
+
+        return hook
+
+    def _graph(self, key: GraphKey, args: tuple[Any, ...], impl: str
+               ) -> Callable[..., Any] | None:
+        """The key's graphed callable, captured now if there is room; ``None``: run eagerly."""
+        live = self._live.get(key)
+        if live is not None and live() is not None:
+            return None         # the last replay's outputs may still be needed: do not overwrite
+        graphed = self.graphs.get(key)
+        if graphed is None and len(self.graphs) < self.max_graphs:
+            graphed = self.graphs[key] = self._capture(args, impl)
+            self.stats["captured"] += 1
+        return graphed
+
+    def _capture(self, args: tuple[Any, ...], impl: str) -> Callable[..., Any]:
+        from treelm.kernels import onlstm_sequence
+
+        x, (h0, c0), weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input = args
+
+        def sequence(x: Tensor, h0: Tensor, c0: Tensor, weight_ih: Tensor, bias_ih: Tensor,
+                     weight_hh: Tensor, bias_hh: Tensor) -> tuple[Tensor, ...]:
+            out, (h, c), aux = onlstm_sequence(x, (h0, c0), weight_ih, bias_ih, weight_hh,
+                                               bias_hh, n_levels, master_input, impl=impl)
+            return out, h, c, aux["df"], aux["di"]
+
+        # the samples: same shapes, values and gradient needs, as leaves of their own
+        samples = tuple(t.detach().clone().requires_grad_(t.requires_grad)
+                        for t in (x, h0, c0, weight_ih, bias_ih, weight_hh, bias_hh))
+        return self.capture(sequence, samples)
+
+    def clear(self) -> None:
+        """Drop every graph (and the memory its buffers hold)."""
+        self.graphs.clear()
+        self._live.clear()
