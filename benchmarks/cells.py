@@ -45,10 +45,12 @@ from common import machine_info  # noqa: E402
 
 from treelm.kernels import gemm  # noqa: E402
 
-# Problem sizes (the lead may adjust them). "paper": Shen et al. 2019 / AWD-LSTM on PTB (batch 20,
-# BPTT 70, embedding 400, hidden 1150, chunk 10); "cpu": the CPU training configuration.
+# Problem sizes. "paper": Shen et al. 2019 / AWD-LSTM on PTB (batch 20, BPTT 70, embedding 400,
+# hidden 1150, chunk 10); "paper-b128": the same at batch 128 (a GPU's usual batch; issue 15);
+# "cpu": the CPU training configuration.
 SIZES: dict[str, dict[str, int]] = {
     "paper": {"batch": 20, "bptt": 70, "input": 400, "hidden": 1150, "chunk": 10},
+    "paper-b128": {"batch": 128, "bptt": 70, "input": 400, "hidden": 1150, "chunk": 10},
     "cpu": {"batch": 64, "bptt": 35, "input": 400, "hidden": 400, "chunk": 10},
 }
 THREADS = 2
@@ -196,12 +198,12 @@ def models(official: Path | None = None, device: torch.device = CPU) -> dict[str
     found = {
         "nn.LSTM": _lstm,
         "onlstm.reference": _onlstm("reference"),
-        "onlstm.fused": _onlstm("auto"),
+        "onlstm.fused": _onlstm("auto", cuda_graphs=False),   # eager: each step launched
         # floors: the GEMMs alone, gate width 4H + 2H/chunk (ON-LSTM) and 4H (LSTM)
         "gemm-floor.onlstm": _gemm_floor(lambda s: 4 * s["hidden"] + 2 * s["hidden"] // s["chunk"]),
         "gemm-floor.lstm": _gemm_floor(lambda s: 4 * s["hidden"]),
     }
-    if device.type == "cuda":       # training steps replayed from CUDA graphs (opt-in)
+    if device.type == "cuda":       # training steps replayed from CUDA graphs (the default)
         found["onlstm.fused-graphs"] = _onlstm("auto", cuda_graphs=True)
     if official is not None:
         found["onlstm.official"] = _official(official)

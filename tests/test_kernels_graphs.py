@@ -117,14 +117,99 @@ def test_a_replay_whose_outputs_are_in_use_is_not_overwritten() -> None:
     assert not cache.graphs
 
 
-def test_cell_option_is_off_by_default_and_cuda_only() -> None:
+def test_cell_option_is_on_by_default_and_cuda_only() -> None:
     torch.manual_seed(0)
-    plain = ONLSTM(I, H, H // L, impl="cpu")
-    graphed = ONLSTM(I, H, H // L, impl="cpu", cuda_graphs=True)
+    plain = ONLSTM(I, H, H // L, impl="cpu", cuda_graphs=False)
+    graphed = ONLSTM(I, H, H // L, impl="cpu")
     graphed.load_state_dict(plain.state_dict())
-    assert plain.cuda_graphs is False
+    assert graphed.cuda_graphs is True
     x = torch.randn(3, 2, I)
     torch.testing.assert_close(graphed(x)[0], plain(x)[0], rtol=0, atol=0)
     assert graphed._graphs is None                  # CPU tensors: never built
     with pytest.raises(ValueError):
         GraphCache(max_graphs=0)
+
+
+class StaticCapture:
+    """A stand-in with ``make_graphed_callables``' aliasing: every replay writes its outputs into
+    the same buffers and returns them (detached aliases); the backward uses the last forward's
+    saved activations and returns its input gradients, likewise, as aliases of static buffers."""
+
+    def __call__(self, fn: Callable[..., Any], samples: tuple[Tensor, ...]
+                 ) -> Callable[..., Any]:
+        out_bufs: list[Tensor] = []
+        grad_bufs = [torch.zeros_like(t) for t in samples]
+        last: dict[str, Any] = {}
+
+        class Replay(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, *inputs: Tensor) -> tuple[Tensor, ...]:
+                ins = [t.detach().requires_grad_(s.requires_grad)
+                       for t, s in zip(inputs, samples)]
+                with torch.enable_grad():
+                    outs = fn(*ins)
+                last.update(ins=ins, outs=outs)
+                if not out_bufs:
+                    out_bufs.extend(torch.empty_like(o) for o in outs)
+                for b, o in zip(out_bufs, outs):
+                    b.copy_(o.detach())
+                return tuple(b.detach() for b in out_bufs)
+
+            @staticmethod
+            def backward(ctx: Any, *grads: Tensor) -> tuple[Tensor | None, ...]:
+                wanted = [t for t in last["ins"] if t.requires_grad]
+                got = iter(torch.autograd.grad(last["outs"], wanted, grads, allow_unused=True))
+                result: list[Tensor | None] = []
+                for t, b in zip(last["ins"], grad_bufs):
+                    g = next(got) if t.requires_grad else None
+                    if g is None:
+                        result.append(None)
+                        continue
+                    b.copy_(g)
+                    result.append(b.detach())
+                return tuple(result)
+
+        return lambda *inputs: Replay.apply(*inputs)
+
+
+def _two_batches(run: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Tensor, list[Tensor]]:
+    """Two batches of one length through the same parameters, gradients accumulated (no
+    optimiser step between): the first batch's output and the parameters' summed gradients."""
+    x, state, w_ih, b_ih, w_hh, b_hh, levels, master = args
+    first = run(x, state, w_ih, b_ih, w_hh, b_hh, levels, master)
+    _loss(first).backward()
+    x2 = (x.detach() * -0.5).requires_grad_()      # same gradient needs: the same key
+    second = run(x2, state, w_ih, b_ih, w_hh, b_hh, levels, master)
+    _loss(second).backward()
+    return first[0], [w_ih.grad, b_ih.grad, w_hh.grad, b_hh.grad]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_replays_neither_overwrite_earlier_outputs_nor_accumulated_gradients(device) -> None:
+    """What the static buffers would break: gradient accumulation over two replays of one key
+    (the first batch's ``.grad`` kept as the buffer the second replay overwrites) and an output of
+    an earlier step still held. Stand-in capture on the CPU, the real one on CUDA."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if device == "cpu":
+        cache = GraphCache(capture=StaticCapture(), device_types=("cpu",))
+        impl = "cpu"
+    else:
+        cache, impl = GraphCache(), "auto"
+    results = []
+    for graphs in (True, False):
+        args = _args(4, seed=11)
+        args = tuple(t.detach().to(device).requires_grad_(t.requires_grad)
+                     if isinstance(t, Tensor) else
+                     tuple(s.to(device) for s in t) if isinstance(t, tuple) else t
+                     for t in args)
+        if graphs:
+            results.append(_two_batches(lambda *a: cache(*a, impl=impl), args))
+        else:
+            results.append(_two_batches(lambda *a: onlstm_sequence(*a, impl=impl), args))
+    assert cache.stats["replayed"] == 2
+    (out_g, grads_g), (out_e, grads_e) = results
+    tol = {"rtol": 0, "atol": 0} if device == "cpu" else {"rtol": 1e-5, "atol": 1e-6}
+    torch.testing.assert_close(out_g, out_e, **tol)
+    for a, b in zip(grads_g, grads_e):
+        torch.testing.assert_close(a, b, **tol)

@@ -95,7 +95,7 @@ class ONLSTM(Cell):
         chunk_size: int = 10,
         master_input: str = "paper",
         impl: str = "auto",
-        cuda_graphs: bool = False,
+        cuda_graphs: bool = True,
     ) -> None:
         super().__init__(input_size, hidden_size)
         if hidden_size % chunk_size:
@@ -108,7 +108,8 @@ class ONLSTM(Cell):
         self.n_levels = hidden_size // chunk_size
         self.master_input = master_input
         self.impl = impl  # "reference" (this file), "fused" (treelm.kernels) or "auto"
-        # training steps on CUDA replayed from CUDA graphs (treelm.kernels.graphs); opt-in
+        # training steps on CUDA replayed from CUDA graphs (treelm.kernels.graphs); no effect on
+        # the CPU, in evaluation or under autocast; False: always the eager fused path
         self.cuda_graphs = cuda_graphs
         self._graphs: Any = None
         G = 4 * hidden_size + 2 * self.n_levels

@@ -1,4 +1,4 @@
-"""CUDA-graph replay of the fused ON-LSTM's forward and backward (opt-in, CUDA only).
+"""CUDA-graph replay of the fused ON-LSTM's forward and backward (CUDA training; on by default).
 
 Why: at the paper's size one forward + backward of the fused path launches ``2T`` GEMMs and ``2T``
 Triton kernels (:mod:`treelm.kernels.onlstm_triton`), each too small to hide the Python time of
@@ -27,11 +27,16 @@ off or no input needing one: evaluation, decoding), when the key's last replay m
 use (its outputs alive and not yet back-propagated: a cell called twice in one step), or when
 the cache is full. :attr:`GraphCache.stats` counts captures, replays and eager calls.
 
-Caveats (why it is opt-in until measured on a GPU): the outputs and the parameter gradients a
-replay returns live in the graph's static buffers, so they are valid until the next replay of
-the same key, that is, the next training step of that cell at that length; a training loop with
-one backward per forward (treelm's) consumes them in time, but gradient accumulation over two
-batches of the same length before an optimiser step must not use graphs.
+Made safe, so on by default: a replayed graph keeps its outputs and its input gradients in static
+buffers that the next replay of the same key overwrites, and ``make_graphed_callables`` hands them
+out as aliases. Two things keep that from reaching the caller: the outputs are copied out of the
+buffers (``clone``: a few MB per call, microseconds on a GPU), and a leaf input (a parameter)
+passes through :class:`_OwnGradient`, whose backward hands a copy of the gradient to the leaf's
+accumulator; without it ``AccumulateGrad`` would keep the static buffer itself as ``.grad``, so a
+second replay before the optimiser step (gradient accumulation) would overwrite the first
+batch's gradient. ``tests/test_kernels_graphs.py`` checks both with a stand-in capture that has
+the same aliasing, and on CUDA with the real one. What remains: a second call of a key whose
+first call has not been back-propagated runs eagerly (the graph's saved activations are shared).
 """
 
 from __future__ import annotations
@@ -67,7 +72,24 @@ class GraphKey:
     needs_grad: tuple[bool, ...]
 
 
+class _OwnGradient(torch.autograd.Function):
+    """Identity whose backward passes on a copy of the gradient (module docstring: a leaf must
+    not keep a replayed graph's static gradient buffer as its ``.grad``)."""
+
+    @staticmethod
+    def forward(ctx: Any, t: Tensor) -> Tensor:
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        return grad.clone()
+
+
 def _make_graphed(fn: Callable[..., Any], samples: tuple[Tensor, ...]) -> Callable[..., Any]:
+    # The capture warms up on a side stream, after which autograd warns (once, at length) that a
+    # parameter's accumulator runs on another stream than the gradient's producer: a possible
+    # synchronisation, not an error, and the replay is measured with it. Silenced for users.
+    torch.autograd.graph.set_warn_on_accumulate_grad_stream_mismatch(False)
     return torch.cuda.make_graphed_callables(fn, samples)
 
 
@@ -125,7 +147,11 @@ class GraphCache:
             self.stats["eager"] += 1
             return onlstm_sequence(*args, impl=impl)
         assert key is not None
-        out, h, c, df, di = graphed(x, *state, weight_ih, bias_ih, weight_hh, bias_hh)
+        inputs = (x, *state, weight_ih, bias_ih, weight_hh, bias_hh)
+        inputs = tuple(_OwnGradient.apply(t) if t.is_leaf and t.requires_grad else t
+                       for t in inputs)
+        # copies: the graph's static output buffers are overwritten by its next replay
+        out, h, c, df, di = (t.clone() for t in graphed(*inputs))
         self.stats["replayed"] += 1
         self._live[key] = weakref.ref(out)
         out.register_hook(self._released(key))     # back-propagated: the buffers are free again
