@@ -8,8 +8,10 @@ halve each other) by ``treelm train ... train.max_minutes=M`` into ``--runs/<con
 validation every ``--eval-every`` minutes. The JSON record
 (``benchmarks/results/lm_budget-DATE.json``;
 entries of the same day are merged by config) holds per config: parameters, tokens seen, tokens/s,
-the validation curve (minutes, perplexity or bits/char), the best validation figure and, with
-``--test``, the test figure of the best checkpoint.
+the validation curve (minutes, perplexity or bits/char), the best validation figure, the machine
+and, with ``--test``, the test figure of the best checkpoint. On a GPU (``train.device=cuda``)
+write to a file of its own (``--out benchmarks/results/lm_budget-gpu-DATE.json``), so that CPU and
+GPU entries of one day do not mix.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
+from common import machine_info, write_result  # noqa: E402
 
 from treelm.rundir.files import read_metrics  # noqa: E402
 
@@ -65,6 +67,9 @@ def main() -> None:
                     "earlier commit, to compare speed and curves across a change); its commit "
                     "is recorded and appended to the entry's name")
     ap.add_argument("--name-suffix", default="", help="appended to each entry's name")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="result file (default benchmarks/results/lm_budget-DATE.json; a GPU "
+                         "run goes to its own file, e.g. lm_budget-gpu-DATE.json)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args()
     results = {}
@@ -93,6 +98,7 @@ def main() -> None:
         res["parameters"] = _parameters(run)
         res["train_command"] = " ".join(["python -m treelm.cli", *cmd[3:]])
         res["commit"] = commit
+        res["machine"] = machine_info()     # per entry: same-day entries merge into one file
         if args.note:
             res["note"] = args.note
         if args.test:
@@ -101,7 +107,7 @@ def main() -> None:
                                  check=True, capture_output=True, text=True).stdout
             res["test"] = json.loads(out.strip().splitlines()[-1])
         results[name] = res
-    write_result("lm_budget", {"configs": results}, merge_key="configs")
+    write_result("lm_budget", {"configs": results}, merge_key="configs", path=args.out)
 
 
 def _commit(where: Path) -> str:

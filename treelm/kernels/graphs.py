@@ -21,11 +21,13 @@ limits capturing to a given set of lengths, and at most ``max_graphs`` are kept 
 sequence's buffers, about ``T·B·(2G + 6H + 4L)`` numbers: some 40 MB at the paper's size in
 float32); any other call runs the eager fused path, with the same numbers.
 
-A call runs eagerly, never from a graph, when the tensors are not on CUDA (``device_types``),
-when autocast is on (its cast cache cannot be captured), when no gradient is wanted (grad mode
-off or no input needing one: evaluation, decoding), when the key's last replay may still be in
-use (its outputs alive and not yet back-propagated: a cell called twice in one step), or when
-the cache is full. :attr:`GraphCache.stats` counts captures, replays and eager calls.
+A call runs eagerly, never from a graph, when the tensors are not on CUDA (``device_types``), when
+they are not float32 or the path is not the Triton one (the only one captured and measured on a
+GPU), when autocast is on (its cast cache cannot be captured), when no gradient is wanted (grad
+mode off or no input needing one: evaluation, decoding), when the key's last replay may still be in
+use (its outputs alive and not yet back-propagated: a cell called twice in one step), or when the
+cache is full.
+:attr:`GraphCache.stats` counts captures, replays and eager calls.
 
 Made safe, so on by default: a replayed graph keeps its outputs and its input gradients in static
 buffers that the next replay of the same key overwrites, and ``make_graphed_callables`` hands them
@@ -125,6 +127,8 @@ class GraphCache:
             return None
         if torch.is_autocast_enabled(x.device.type):
             return None
+        if not self._capturable(x, impl):
+            return None
         needs = tuple(t.requires_grad for t in tensors)
         if not (torch.is_grad_enabled() and any(needs)):
             return None
@@ -133,6 +137,17 @@ class GraphCache:
             return None
         return GraphKey(T, B, input_size, weight_hh.shape[1], n_levels, master_input, impl,
                         x.dtype, x.device, needs)
+
+    def _capturable(self, x: Tensor, impl: str) -> bool:
+        """Only the path captured and measured on a GPU: float32 through the Triton kernels.
+        (float64 and the pure-PyTorch ``impl="cpu"`` path on CUDA run eagerly: a capture that
+        fails part-way leaves the CUDA generator marked as capturing for the whole process.)"""
+        if x.device.type != "cuda":
+            return True             # the CPU stand-ins of the tests
+        from treelm.kernels import triton_available
+
+        return (x.dtype == torch.float32 and triton_available()
+                and impl in ("auto", "fused", "triton"))
 
     def __call__(self, x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor,
                  bias_ih: Tensor, weight_hh: Tensor, bias_hh: Tensor, n_levels: int,
