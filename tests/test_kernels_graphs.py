@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from treelm.cells.onlstm import ONLSTM
 from treelm.kernels import onlstm_sequence
@@ -61,6 +62,11 @@ def test_not_cuda_runs_eagerly_with_the_same_numbers() -> None:
     torch.testing.assert_close(a[0], b[0], rtol=0, atol=0)
 
 
+class _Passthrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        return func(*args, **(kwargs or {}))
+
+
 def test_key_says_what_a_graph_is_fixed_to() -> None:
     cache, _ = _cpu_cache(lengths=(3, 5))
     x, state, *rest = _args(3)
@@ -75,6 +81,8 @@ def test_key_says_what_a_graph_is_fixed_to() -> None:
         assert cache.key(x, state, *rest, "auto") is None
     assert cache.key(x, state, *rest, "triton") != key              # impl is part of it
     assert GraphCache().key(x, state, *rest, "auto") is None        # CPU tensors
+    with _Passthrough():                                            # an op logger, a tracer
+        assert cache.key(x, state, *rest, "auto") is None
 
 
 def test_one_capture_per_key_then_replays_up_to_max_graphs() -> None:

@@ -23,10 +23,10 @@ float32); any other call runs the eager fused path, with the same numbers.
 
 A call runs eagerly, never from a graph, when the tensors are not on CUDA (``device_types``), when
 they are not float32 or the path is not the Triton one (the only one captured and measured on a
-GPU), when autocast is on (its cast cache cannot be captured), when no gradient is wanted (grad
-mode off or no input needing one: evaluation, decoding), when the key's last replay may still be in
-use (its outputs alive and not yet back-propagated: a cell called twice in one step), or when the
-cache is full.
+GPU), when autocast is on (its cast cache cannot be captured) or a Python dispatch mode is, when no
+gradient is wanted (grad mode off or no input needing one: evaluation, decoding), when the key's
+last replay may still be in use (its outputs alive and not yet back-propagated: a cell called twice
+in one step), or when the cache is full.
 :attr:`GraphCache.stats` counts captures, replays and eager calls.
 
 Made safe, so on by default: a replayed graph keeps its outputs and its input gradients in static
@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 __all__ = ["GraphCache", "GraphKey"]
 
@@ -125,8 +126,8 @@ class GraphCache:
         if x.device.type not in self.device_types or any(
                 t.device != x.device for t in tensors):
             return None
-        if torch.is_autocast_enabled(x.device.type):
-            return None
+        if torch.is_autocast_enabled(x.device.type) or _get_current_dispatch_mode() is not None:
+            return None     # a Python dispatch mode (an op logger, a tracer) would see the capture
         if not self._capturable(x, impl):
             return None
         needs = tuple(t.requires_grad for t in tensors)
