@@ -96,8 +96,11 @@ def cells_section(path: Path, rec: dict) -> list[str]:
 
 
 def budget_section(path: Path, rec: dict) -> list[str]:
+    cmds = rec.get("commands", [rec["command"]])
+    on_gpu = all("train.device=cuda" in c for c in cmds) and rec["machine"].get("gpu")
+    where = f"{rec['machine']['gpu']} (GPU)" if on_gpu else _machine_short(rec)
     out = [f"## Language models at equal wall time (`benchmarks/lm_budget.py`), "
-           f"{_machine_short(rec)}, {str(rec['date'])[:10]}", "",
+           f"{where}, {str(rec['date'])[:10]}", "",
            f"Record `{_where(path)}`; {machine_line(rec)}. Commands: "
            + "; ".join(f"`{c}`" for c in rec.get("commands", [rec["command"]])), "",
            "| config | parameters | minutes | tokens seen | tokens/s | epochs | best valid | "
