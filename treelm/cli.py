@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     from treelm.train.commands import add_eval, add_train
     add_train(sub)
     add_eval(sub)
-    from treelm.decode.commands import add_generate, add_probe
+    from treelm.generate.commands import add_generate, add_probe
     add_generate(sub)
     add_probe(sub)
     from treelm.analysis.commands import add_gradflow
