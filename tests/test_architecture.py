@@ -29,9 +29,10 @@ ALLOWED: dict[str, set[str]] = {
     "train": {"run", "tasks", "models", "rundir", "data", "text", "kernels", "config", "errors"},
     "generate": {"run", "decode", "text", "errors"},
     "tag": {"run", "tasks", "text", "errors"},
+    "translate": {"run", "tasks", "errors"},
     "syntax": {"run", "cells", "data", "text", "errors"},
     "analysis": {"run", "models", "cells", "data", "text", "errors"},
-    "cli": {"train", "generate", "tag", "syntax", "analysis", "errors"},
+    "cli": {"train", "generate", "tag", "translate", "syntax", "analysis", "errors"},
 }
 
 

@@ -16,6 +16,7 @@ from treelm.cli import main
 
 TRAIN = ["train", "--config", "configs/tiny-lm.yaml", "--out", "{out}", "--quiet"]
 TAGGING = ["train", "--config", "configs/tiny-tagging.yaml", "--out", "{out}", "--quiet"]
+TRANSL = ["train", "--config", "configs/tiny-translation.yaml", "--out", "{out}", "--quiet"]
 
 CASES: list[tuple[str, list[str], str]] = [
     # ---------------------------------------------------------------- train: config values
@@ -93,6 +94,21 @@ CASES: list[tuple[str, list[str], str]] = [
     ("tag-missing-dir", [*TAGGING, "data.valid={tmp}/nodir"], "nodir: no such file"),
     ("tag-lm-keys", [*TAGGING, "train.bptt=35"], "unknown train options ['bptt']"),
     ("tag-intent-weight", [*TAGGING, "train.intent_weight=-1"], "train.intent_weight"),
+    # ---------------------------------------------------------------- train: translation
+    ("tr-synthetic", [*TRANSL, "data.synthetic=rot13"], "data.synthetic = 'rot13'"),
+    ("tr-dir-and-synthetic", [*TRANSL, "data.dir={tmp}"], "contradict each other"),
+    ("tr-no-data", [*TRANSL, "data.synthetic=null"], "needs data.dir"),
+    ("tr-missing-file", [*TRANSL, "data.synthetic=null", "data.dir={tmp}"],
+     "train.de: no such file"),
+    ("tr-lengths", [*TRANSL, "data.synthetic_lengths=[9,3]"], "[shortest, longest]"),
+    ("tr-vocab", [*TRANSL, "data.synthetic_vocab=30"], "must be 2 to 26"),
+    ("tr-empty-policy", [*TRANSL, "data.empty_lines=ignore"], "data.empty_lines = 'ignore'"),
+    ("tr-smoothing", [*TRANSL, "train.label_smoothing=1"], "train.label_smoothing = 1.0"),
+    ("tr-select", [*TRANSL, "train.select_by=chrf"], "train.select_by = 'chrf'"),
+    ("tr-beam", [*TRANSL, "train.eval_beam=0"], "train.eval_beam = 0"),
+    ("tr-attention", [*TRANSL, "model.attention=cosine"], "model.attention = 'cosine'"),
+    ("tr-dot-sizes", [*TRANSL, "model.attention=dot"], "attention: dot needs"),
+    ("tr-lm-keys", [*TRANSL, "train.bptt=35"], "unknown train options ['bptt']"),
     # ---------------------------------------------------------------- eval
     ("eval-not-run", ["eval", "{tmp}"], "not a treelm run directory"),
     ("eval-missing", ["eval", "{tmp}/nothing"], "no such run directory"),
@@ -132,6 +148,18 @@ CASES: list[tuple[str, list[str], str]] = [
     ("tag-empty-line", ["tag", "{run}", "--input", "{tmp}/empty.txt"], "empty.txt:1: empty"),
     ("tag-batch", ["tag", "{run}", "--input", "{tmp}/short.txt", "--batch-size", "0"],
      "--batch-size must be >= 1"),
+    # ---------------------------------------------------------------- translate
+    ("translate-lm-run", ["translate", "{run}", "--input", "{tmp}/short.txt"],
+     "holds a 'lm' run"),
+    ("translate-input-missing", ["translate", "{run}", "--input", "{tmp}/none.txt"],
+     "none.txt: no such file"),
+    ("translate-binary", ["translate", "{run}", "--input", "{tmp}/binary.txt"],
+     "binary.txt:2: not UTF-8"),
+    ("translate-beam", ["translate", "{run}", "--beam", "0"], "--beam must be >= 1"),
+    ("translate-batch", ["translate", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
+    ("translate-alpha", ["translate", "{run}", "--alpha", "nan"], "--alpha must be"),
+    ("translate-plot", ["translate", "{run}", "--input", "{tmp}/short.txt", "--plot-attention",
+                        "{tmp}/a.txt"], "must end in .png"),
     # ---------------------------------------------------------------- gradflow
     ("gradflow-none", ["gradflow"], "needs either --runs"),
     ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),

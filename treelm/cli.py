@@ -15,6 +15,8 @@ EPILOG = """examples:
   treelm eval runs/onlstm --split test
   treelm train --config configs/atis-elman.yaml --out runs/atis-elman   # slot filling
   echo "show me flights from boston to denver tomorrow" | treelm tag runs/atis-elman
+  treelm train --config configs/multi30k-rnn-attn.yaml --out runs/de-en   # translation
+  echo "Ein Mann fährt Fahrrad." | treelm translate runs/de-en --beam 5
 """
 
 
@@ -31,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="treelm",
         description="Sequence models that learn structure: train recurrent language models "
-        "(ON-LSTM, LSTM, GRU, Elman, Jordan, MRNN, Tensor RNN) and evaluate them; tag slots.",
+        "(ON-LSTM, LSTM, GRU, Elman, Jordan, MRNN, Tensor RNN) and evaluate them; tag slots; "
+        "translate.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"treelm {_version()}")
     sub = p.add_subparsers(dest="verb", metavar="VERB")
@@ -51,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_tree(sub)
     from treelm.tag.commands import add_tag
     add_tag(sub)
+    from treelm.translate.commands import add_translate
+    add_translate(sub)
     return p
 
 

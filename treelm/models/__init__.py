@@ -9,9 +9,10 @@ from torch import nn
 from treelm.config import check_kwargs
 from treelm.errors import ConfigError
 from treelm.models.lm import RNNLM
+from treelm.models.rnn_attn import RNNAttention
 from treelm.models.tagger import Tagger
 
-MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM, "tagger": Tagger}
+MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM, "tagger": Tagger, "rnn_attn": RNNAttention}
 
 
 def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:

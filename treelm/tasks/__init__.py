@@ -12,8 +12,10 @@ from treelm.errors import ConfigError
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.tasks.lm import LMTask
 from treelm.tasks.tagging import TaggingTask
+from treelm.tasks.translation import TranslationTask
 
-TASKS: dict[str, type[Task]] = {"lm": LMTask, "tagging": TaggingTask}
+TASKS: dict[str, type[Task]] = {"lm": LMTask, "tagging": TaggingTask,
+                                "translation": TranslationTask}
 
 __all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "Task", "TaskOptions", "task_class",
            "task_options"]
