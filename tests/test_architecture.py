@@ -23,15 +23,17 @@ ALLOWED: dict[str, set[str]] = {
     "models": {"cells", "nn", "config", "errors"},
     "data": {"text", "config", "errors"},
     "rundir": {"text", "errors"},
-    "tasks": {"cells", "nn", "models", "data", "text", "rundir", "config", "errors"},
+    "decode": {"text"},
+    "tasks": {"cells", "nn", "models", "data", "decode", "text", "rundir", "config", "errors"},
     "run": {"tasks", "models", "rundir", "text", "config", "errors"},
     "train": {"run", "tasks", "models", "rundir", "data", "text", "kernels", "config", "errors"},
-    "decode": {"run", "text", "errors"},
+    "generate": {"run", "decode", "text", "errors"},
     "tag": {"run", "tasks", "text", "errors"},
+    "translate": {"run", "tasks", "errors"},
     "syntax": {"run", "cells", "data", "text", "errors"},
     "analysis": {"run", "models", "cells", "data", "text", "errors"},
     "suite": {"decode", "run", "text", "errors"},
-    "cli": {"train", "decode", "tag", "syntax", "analysis", "suite", "errors"},
+    "cli": {"train", "generate", "tag", "translate", "syntax", "analysis", "suite", "errors"},
 }
 
 

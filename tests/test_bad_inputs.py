@@ -19,6 +19,7 @@ TRAIN = ["train", "--config", "configs/tiny-lm.yaml", "--out", "{out}", "--quiet
 TAGGING = ["train", "--config", "configs/tiny-tagging.yaml", "--out", "{out}", "--quiet"]
 LOGIC = ["train", "--config", "configs/tiny-logic.yaml", "--out", "{out}", "--quiet"]
 FILES = ["data.source=files", "data.test={tmp}/pairs.txt"]
+TRANSL = ["train", "--config", "configs/tiny-translation.yaml", "--out", "{out}", "--quiet"]
 
 CASES: list[tuple[str, list[str], str]] = [
     # ---------------------------------------------------------------- train: config values
@@ -32,6 +33,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("bptt-zero", [*TRAIN, "train.bptt=0"], "train.bptt = 0"),
     ("clip-negative", [*TRAIN, "train.clip=-1"], "train.clip = -1.0: must be >= 0"),
     ("optimizer", [*TRAIN, "train.optimizer=adamw"], "train.optimizer = 'adamw': choose one"),
+    ("momentum-adam", [*TRAIN, "train.optimizer=adam", "train.momentum=0.9"],
+     "options of train.optimizer = 'sgd'"),
+    ("nesterov-no-momentum", [*TRAIN, "train.nesterov=true"], "needs train.momentum > 0"),
+    ("momentum-range", [*TRAIN, "train.momentum=1.5"], "train.momentum = 1.5: must be in [0, 1)"),
     ("schedule", [*TRAIN, "train.lr_schedule=cosine"], "train.lr_schedule = 'cosine'"),
     ("linear-time", [*TRAIN, "train.lr_schedule=linear_time"], "needs train.max_minutes"),
     ("bool-text", [*TRAIN, "train.variable_bptt=maybe"], "train.variable_bptt = 'maybe'"),
@@ -111,6 +116,21 @@ CASES: list[tuple[str, list[str], str]] = [
     ("logic-empty-dir", [*LOGIC, *FILES, "data.train={tmp}"], "a directory without train0"),
     ("logic-mlp-size", [*LOGIC, "model.mlp_size=0"], "model.mlp_size = 0"),
     ("logic-lm-keys", [*LOGIC, "train.bptt=35"], "unknown train options ['bptt']"),
+    # ---------------------------------------------------------------- train: translation
+    ("tr-synthetic", [*TRANSL, "data.synthetic=rot13"], "data.synthetic = 'rot13'"),
+    ("tr-dir-and-synthetic", [*TRANSL, "data.dir={tmp}"], "contradict each other"),
+    ("tr-no-data", [*TRANSL, "data.synthetic=null"], "needs data.dir"),
+    ("tr-missing-file", [*TRANSL, "data.synthetic=null", "data.dir={tmp}"],
+     "train.de: no such file"),
+    ("tr-lengths", [*TRANSL, "data.synthetic_lengths=[9,3]"], "[shortest, longest]"),
+    ("tr-vocab", [*TRANSL, "data.synthetic_vocab=30"], "must be 2 to 26"),
+    ("tr-empty-policy", [*TRANSL, "data.empty_lines=ignore"], "data.empty_lines = 'ignore'"),
+    ("tr-smoothing", [*TRANSL, "train.label_smoothing=1"], "train.label_smoothing = 1.0"),
+    ("tr-select", [*TRANSL, "train.select_by=chrf"], "train.select_by = 'chrf'"),
+    ("tr-beam", [*TRANSL, "train.eval_beam=0"], "train.eval_beam = 0"),
+    ("tr-attention", [*TRANSL, "model.attention=cosine"], "model.attention = 'cosine'"),
+    ("tr-dot-sizes", [*TRANSL, "model.attention=dot"], "attention: dot needs"),
+    ("tr-lm-keys", [*TRANSL, "train.bptt=35"], "unknown train options ['bptt']"),
     # ---------------------------------------------------------------- eval
     ("eval-not-run", ["eval", "{tmp}"], "not a treelm run directory"),
     ("eval-missing", ["eval", "{tmp}/nothing"], "no such run directory"),
@@ -165,6 +185,18 @@ CASES: list[tuple[str, list[str], str]] = [
     ("suite-pairs-and-seed", ["suite", "agreement", "{run}", "--pairs", "{tmp}/pairs.tsv",
                               "--seed", "1"], "drop --seed"),
     ("suite-json-dir", ["suite", "agreement", "{run}", "--json", "{tmp}"], "is a directory"),
+    # ---------------------------------------------------------------- translate
+    ("translate-lm-run", ["translate", "{run}", "--input", "{tmp}/short.txt"],
+     "holds a 'lm' run"),
+    ("translate-input-missing", ["translate", "{run}", "--input", "{tmp}/none.txt"],
+     "none.txt: no such file"),
+    ("translate-binary", ["translate", "{run}", "--input", "{tmp}/binary.txt"],
+     "binary.txt:2: not UTF-8"),
+    ("translate-beam", ["translate", "{run}", "--beam", "0"], "--beam must be >= 1"),
+    ("translate-batch", ["translate", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
+    ("translate-alpha", ["translate", "{run}", "--alpha", "nan"], "--alpha must be"),
+    ("translate-plot", ["translate", "{run}", "--input", "{tmp}/short.txt", "--plot-attention",
+                        "{tmp}/a.txt"], "must end in .png"),
     # ---------------------------------------------------------------- gradflow
     ("gradflow-none", ["gradflow"], "needs either --runs"),
     ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),

@@ -18,7 +18,7 @@ from treelm.decode import (
     top_k_filter,
     top_p_filter,
 )
-from treelm.decode.commands import SymbolWriter, next_symbol_table
+from treelm.generate.commands import SymbolWriter, next_symbol_table
 from treelm.models.lm import RNNLM
 
 V = 13

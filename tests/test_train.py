@@ -16,7 +16,7 @@ from treelm.errors import CheckpointError
 from treelm.run import load_run
 from treelm.rundir.checkpoint import load_trainer_state, read_pointer
 from treelm.rundir.files import RunFiles, read_metrics
-from treelm.train.optim import Averager
+from treelm.train.optim import Averager, make_optimizer
 
 CFG = "configs/tiny-lm.yaml"
 
@@ -65,6 +65,26 @@ def test_averager_trigger_rule_and_mean():
     assert torch.allclose(p, torch.full((3,), 1.5))       # mean of 0 (at switch), 1, 2, 3
     avg.swap()
     assert torch.allclose(p, torch.full((3,), 3.0))
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_sgd_momentum_by_hand(nesterov):
+    """v ← μ v + g; x ← x − η v (classical) or x ← x − η (g + μ v) (Nesterov), on f = ½ x²."""
+    p = torch.nn.Parameter(torch.tensor([1.0], dtype=torch.float64))
+    opt = make_optimizer("sgd", [p], lr=0.1, weight_decay=0.0, momentum=0.9, nesterov=nesterov)
+    x, v = 1.0, 0.0
+    for _ in range(3):
+        opt.zero_grad()
+        (0.5 * p.pow(2)).sum().backward()
+        opt.step()
+        g = x
+        v = 0.9 * v + g
+        x -= 0.1 * ((g + 0.9 * v) if nesterov else v)
+        assert p.item() == pytest.approx(x, abs=1e-12)
+    with pytest.raises(ValueError, match="options of sgd"):
+        make_optimizer("adam", [p], 0.1, 0.0, momentum=0.9)
+    with pytest.raises(ValueError, match="nesterov needs momentum"):
+        make_optimizer("sgd", [p], 0.1, 0.0, nesterov=True)
 
 
 def test_ntasgd_switches_and_saves_averaged(tmp_path, root):

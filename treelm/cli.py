@@ -16,6 +16,8 @@ EPILOG = """examples:
   treelm train --config configs/atis-elman.yaml --out runs/atis-elman   # slot filling
   echo "show me flights from boston to denver tomorrow" | treelm tag runs/atis-elman
   treelm suite agreement runs/onlstm runs/lstm   # Marvin & Linzen minimal pairs
+  treelm train --config configs/multi30k-rnn-attn.yaml --out runs/de-en   # translation
+  echo "Ein Mann fährt Fahrrad." | treelm translate runs/de-en --beam 5
 """
 
 
@@ -32,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="treelm",
         description="Sequence models that learn structure: train recurrent language models "
-        "(ON-LSTM, LSTM, GRU, Elman, Jordan, MRNN, Tensor RNN) and evaluate them; tag slots.",
+        "(ON-LSTM, LSTM, GRU, Elman, Jordan, MRNN, Tensor RNN) and evaluate them; tag slots; "
+        "translate.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"treelm {_version()}")
     sub = p.add_subparsers(dest="verb", metavar="VERB")
@@ -40,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     from treelm.train.commands import add_eval, add_train
     add_train(sub)
     add_eval(sub)
-    from treelm.decode.commands import add_generate, add_probe
+    from treelm.generate.commands import add_generate, add_probe
     add_generate(sub)
     add_probe(sub)
     from treelm.analysis.commands import add_gradflow
@@ -54,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_tag(sub)
     from treelm.suite.commands import add_suite
     add_suite(sub)
+    from treelm.translate.commands import add_translate
+    add_translate(sub)
     return p
 
 

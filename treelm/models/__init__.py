@@ -11,10 +11,11 @@ from treelm.errors import ConfigError
 from treelm.models.convs2s import ConvS2S
 from treelm.models.lm import RNNLM
 from treelm.models.pair import PairClassifier
+from treelm.models.rnn_attn import RNNAttention
 from treelm.models.tagger import Tagger
 
 MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM, "tagger": Tagger, "convs2s": ConvS2S,
-                                      "pair": PairClassifier}
+                                      "pair": PairClassifier, "rnn_attn": RNNAttention}
 
 
 def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:

@@ -13,8 +13,10 @@ from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.tasks.lm import LMTask
 from treelm.tasks.logic import LogicTask
 from treelm.tasks.tagging import TaggingTask
+from treelm.tasks.translation import TranslationTask
 
-TASKS: dict[str, type[Task]] = {"lm": LMTask, "tagging": TaggingTask, "logic": LogicTask}
+TASKS: dict[str, type[Task]] = {"lm": LMTask, "tagging": TaggingTask, "logic": LogicTask,
+                                "translation": TranslationTask}
 
 __all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "Task", "TaskOptions", "task_class",
            "task_options"]

@@ -59,6 +59,10 @@ class Evaluation:
     higher_is_better: bool = False
     size: int = 0              # units evaluated
     unit: str = "tokens"
+    details: dict[str, str] = field(default_factory=dict)   # non-numeric facts for the record,
+                                                            # e.g. a metric's signature
+    lines: list[str] = field(default_factory=list)          # the task's own report, printed by
+                                                            # `treelm eval` before the JSON line
 
     @property
     def badness(self) -> float:

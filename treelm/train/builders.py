@@ -57,8 +57,9 @@ def build_task_model(cfg: dict[str, Any], task: Task) -> nn.Module:
 
 def build_optimizer(tc: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Averager]:
     params = [p for p in model.parameters() if p.requires_grad]
-    return make_optimizer(tc.optimizer, params, tc.lr, tc.weight_decay), Averager(params,
-                                                                                  tc.nonmono)
+    optimizer = make_optimizer(tc.optimizer, params, tc.lr, tc.weight_decay, tc.momentum,
+                               tc.nesterov)
+    return optimizer, Averager(params, tc.nonmono)
 
 
 def pick_device(name: str) -> torch.device:

@@ -65,8 +65,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     r = open_run(args)
     ev = r.task.evaluate(r.model, args.split, args.batch_size)
     scores = {k: round(v, 5 if k == "loss" else 4) for k, v in ev.scores.items()}
+    for line in ev.lines:        # the task's own report (e.g. sacreBLEU's line and signature)
+        print(line)
     print(json.dumps({"run": str(r.path), "split": args.split, "checkpoint": args.checkpoint,
-                      ev.unit: ev.size, **scores}))
+                      ev.unit: ev.size, **scores, **ev.details}, ensure_ascii=False))
     return 0
 
 
@@ -76,10 +78,12 @@ def add_eval(sub: Any) -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="score a trained run on a split (perplexity, bits/char, ...)",
                        description="Evaluate a run's best checkpoint on a split and print JSON "
                        "with the task's scores: perplexity for word models, bits per character "
-                       "for character models.")
+                       "for character models, chunk F1 for slot filling, BLEU and chrF for "
+                       "translation (after sacreBLEU's lines with their signatures).")
     e.add_argument("run_dir")
     e.add_argument("--split", choices=["valid", "test"], default="valid")
-    e.add_argument("--batch-size", type=int, help="default: the config's eval/test batch size")
+    e.add_argument("--batch-size", type=int, help="default: the config's eval/test batch size "
+                   "(translation: sentences per decoding batch)")
     add_run_options(e)
     e.set_defaults(func=cmd_eval)
     return e

@@ -19,6 +19,8 @@ class TrainConfig:
     optimizer: str = "adam"          # sgd | ntasgd | adam
     lr: float = 2e-3
     weight_decay: float = 0.0
+    momentum: float = 0.0            # sgd: momentum μ (0 = plain SGD)
+    nesterov: bool = False           # sgd: Nesterov's momentum (needs momentum > 0)
     clip: float = 0.25               # max global gradient norm; 0 = off
     epochs: int = 1
     nonmono: int = 5                 # NT-ASGD patience, in evaluations
@@ -39,6 +41,7 @@ class TrainConfig:
 
     RULES: ClassVar[dict[str, Any]] = {
         "optimizer": ("sgd", "ntasgd", "adam"), "lr": "> 0", "weight_decay": ">= 0",
+        "momentum": "[0, 1)",
         "clip": ">= 0", "epochs": ">= 1", "nonmono": ">= 1", "lr_schedule": SCHEDULES,
         "lr_decay": "(0, 1]", "patience": ">= 1", "min_lr_frac": "[0, 1]", "max_minutes": "> 0",
         "eval_every_minutes": "> 0", "save_every_minutes": ">= 0", "save_every_batches": ">= 1",
@@ -51,4 +54,9 @@ class TrainConfig:
         tc = parse_section(cls, d, "train", others)
         if tc.lr_schedule == "linear_time" and not tc.max_minutes:
             raise ConfigError("train.lr_schedule = 'linear_time' needs train.max_minutes")
+        if (tc.momentum or tc.nesterov) and tc.optimizer != "sgd":
+            raise ConfigError(f"train.momentum and train.nesterov are options of "
+                              f"train.optimizer = 'sgd', not {tc.optimizer!r}")
+        if tc.nesterov and not tc.momentum:
+            raise ConfigError("train.nesterov = true needs train.momentum > 0 (e.g. 0.99)")
         return tc

@@ -1,5 +1,9 @@
-"""Optimisers: SGD, Adam, and SGD with the non-monotonically triggered switch to averaged SGD
-(NT-ASGD, Merity et al. 2018, Alg. 1).
+"""Optimisers: SGD (with optional momentum, classical or Nesterov's), Adam, and SGD with the
+non-monotonically triggered switch to averaged SGD (NT-ASGD, Merity et al. 2018, Alg. 1).
+
+SGD with momentum μ keeps a velocity ``v ← μ v + g`` and steps ``x ← x − η v`` (classical) or
+``x ← x − η (g + μ v)`` (Nesterov, in the form of Sutskever et al. 2013 that ``torch.optim.SGD``
+implements); ConvS2S trains with Nesterov momentum 0.99 (Gehring et al. 2017).
 
 NT-ASGD runs plain SGD until the validation loss fails to improve on the best of all but the last
 ``nonmono`` evaluations; from then on it keeps the running average of the iterates
@@ -17,9 +21,17 @@ from torch import nn
 OPTIMIZERS = ("sgd", "ntasgd", "adam")
 
 
-def make_optimizer(name: str, params: list[nn.Parameter], lr: float,
-                   weight_decay: float) -> torch.optim.Optimizer:
-    if name in ("sgd", "ntasgd"):
+def make_optimizer(name: str, params: list[nn.Parameter], lr: float, weight_decay: float,
+                   momentum: float = 0.0, nesterov: bool = False) -> torch.optim.Optimizer:
+    """``momentum`` / ``nesterov`` apply to ``sgd`` only (NT-ASGD averages plain SGD iterates)."""
+    if (momentum or nesterov) and name != "sgd":
+        raise ValueError(f"momentum and nesterov are options of sgd, not of {name}")
+    if nesterov and momentum <= 0:
+        raise ValueError("nesterov needs momentum > 0")
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay, momentum=momentum,
+                               nesterov=nesterov)
+    if name == "ntasgd":
         return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)

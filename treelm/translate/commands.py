@@ -1,0 +1,48 @@
+"""``treelm translate``: translate sentences with a trained translation run."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from treelm.errors import IMAGE_SUFFIXES, check_output
+from treelm.run import add_run_options
+
+TRANSLATE_EPILOG = """examples:
+  echo "Ein Mann fährt Fahrrad." | treelm translate runs/multi30k-rnn-attn
+  treelm translate runs/multi30k-rnn-attn --input test.de --beam 5 > test.hyp.en
+  treelm translate runs/reverse --input in.txt --beam 1 --plot-attention att.png
+"""
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from treelm.run import open_run
+    from treelm.translate.stream import check_options, read_input, translate_stream
+
+    check_options(args.beam, args.batch_size, args.alpha)
+    if args.plot_attention:
+        check_output(args.plot_attention, IMAGE_SUFFIXES, "attention plot")
+    lines = read_input(args.input)          # a file whole; stdin as it comes
+    r = open_run(args, expect="translation")
+    translate_stream(r.task, r.model, lines, args.beam, args.alpha, args.batch_size,
+                     args.plot_attention)
+    return 0
+
+
+def add_translate(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("translate", help="translate sentences with a trained translation run",
+                       description="Read sentences (one a line, plain text) from --input or "
+                       "stdin and print one translation a line, in the input's order (an empty "
+                       "line gives an empty line); progress on stderr for a file.",
+                       epilog=TRANSLATE_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir")
+    p.add_argument("--input", metavar="FILE", help="sentences, one a line (default: stdin)")
+    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
+    p.add_argument("--alpha", type=float, help="length penalty α (default: the config's)")
+    p.add_argument("--batch-size", type=int, help="sentences per batch (default: the config's)")
+    p.add_argument("--plot-attention", metavar="PNG",
+                   help="draw the first sentence's attention (one panel per decoder layer)")
+    add_run_options(p)
+    p.set_defaults(func=cmd_translate)
+    return p

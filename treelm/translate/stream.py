@@ -1,0 +1,86 @@
+"""What ``treelm translate`` reads and prints: sentences in, one translation a line out.
+
+Input is plain UTF-8 text, one sentence a line, from a file (read whole: a tqdm bar on stderr
+counts the sentences done) or from stdin (translated as it comes: a terminal line by line, a pipe
+in chunks, so a long pipe starts printing before it ends). Lines are translated in chunks of
+``CHUNK`` batches, sorted by length inside the chunk by the task, and printed in input order, each
+flushed; an empty line prints an empty line, so the output stays aligned with the input.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from treelm.errors import TreelmError
+
+if TYPE_CHECKING:  # torch and the tasks load only when a command runs
+    from torch import nn
+
+    from treelm.tasks.translation import TranslationTask
+
+CHUNK = 8         # batches translated together (sorting by length works within a chunk)
+
+
+def check_options(beam: int, batch_size: int | None, alpha: float | None) -> None:
+    if beam < 1:
+        raise TreelmError(f"--beam must be >= 1, got {beam}")
+    if batch_size is not None and batch_size < 1:
+        raise TreelmError(f"--batch-size must be >= 1, got {batch_size}")
+    if alpha is not None and not (math.isfinite(alpha) and alpha >= 0):
+        raise TreelmError(f"--alpha must be a finite number >= 0, got {alpha}")
+
+
+def read_file(path: str) -> list[str]:
+    """The lines of a UTF-8 file; one-line errors naming the file (and the line)."""
+    p = Path(path)
+    if not p.is_file():
+        raise TreelmError(f"{path}: no such file")
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise TreelmError(f"{path}:{line}: not UTF-8 text ({e.reason})") from None
+    return text.splitlines()
+
+
+def read_input(path: str | None) -> list[str] | Iterator[str]:
+    """A file's lines, or stdin's lines as they come."""
+    if path is not None:
+        return read_file(path)
+    return (line.rstrip("\r\n") for line in sys.stdin)
+
+
+def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[str], beam: int,
+                     alpha: float | None, batch_size: int | None,
+                     plot: str | None = None) -> None:
+    """Translate ``lines`` and print one translation a line as soon as its chunk is done;
+    with ``plot``, draw the first sentence's attention there."""
+    bs = batch_size or task.options.eval_batch_size
+    interactive = not isinstance(lines, list) and sys.stdin.isatty()
+    chunk = 1 if interactive else bs * CHUNK
+    bar = None
+    if isinstance(lines, list):
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=None, leave=False)
+    it = iter(lines)
+    first = None
+    while block := list(islice(it, chunk)):
+        for t in task.translate(model, block, beam, alpha, bs):
+            if first is None:
+                first = t
+            print(t.text, flush=True)
+        if bar is not None:
+            bar.update(len(block))
+    if bar is not None:
+        bar.close()
+    if plot and first is not None:
+        from treelm.translate.plot import plot_attention
+
+        plot_attention(*task.attention_map(model, first), plot)
