@@ -64,6 +64,8 @@ def train(name: str, config: Path, data: Path, dataset: str, runs: Path,
 
 
 def mean_std(xs: list[float]) -> dict[str, Any]:
+    if not xs:                      # e.g. intent accuracy of runs without an intent output
+        return {"mean": None, "std": None, "n": 0}
     return {"mean": round(statistics.mean(xs), 2),
             "std": round(statistics.stdev(xs), 2) if len(xs) > 1 else None, "n": len(xs)}
 
@@ -126,7 +128,9 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
             rows.append({"dataset": ds, "model": "jordan (bidirectional)", "window": w,
                          "setting": extra,
                          "test_f1": mean_std([entries[name]["test"]["f1"]]),
-                         "intent_accuracy": mean_std([entries[name]["test"]["intent_accuracy"]]),
+                         "intent_accuracy": mean_std([entries[name]["test"]["intent_accuracy"]]
+                                                     if "intent_accuracy" in entries[name]["test"]
+                                                     else []),
                          "window_1_test_f1": None, "minutes_per_run": entries[name]["minutes"]})
     example = None
     if "atis" in args.datasets and "elman" in args.cells:

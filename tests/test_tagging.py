@@ -196,6 +196,20 @@ def test_tiny_tagger_learns_the_synthetic_slots(tagging_run, capsys):
     assert out["words"] > 0 and out["f1"] > 90 and out["intent_accuracy"] > 90
 
 
+def test_no_intent_output_means_no_intent_accuracy(tmp_path, capsys, monkeypatch):
+    """Intent labels in the data but ``model.intent: false``: nothing to score (it was reported
+    as 0.0, which read as a model that never gets an intent right)."""
+    monkeypatch.chdir(ROOT)
+    run = tmp_path / "run"
+    assert main(["train", "--config", "configs/tiny-tagging.yaml", "--out", str(run), "--quiet",
+                 "train.epochs=1", "model.intent=false"]) == 0
+    assert all("intent_accuracy" not in m for m in read_metrics(run, "valid"))
+    capsys.readouterr()
+    assert main(["eval", str(run), "--split", "test"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "f1" in out and "intent_accuracy" not in out
+
+
 def test_tag_prints_slots_as_text_and_json(tagging_run, capsys, monkeypatch, tmp_path):
     import io
 

@@ -336,3 +336,30 @@ def test_translate_streams_one_line_per_input(translation_run, capsys, monkeypat
     out = capsys.readouterr().out.split("\n")
     assert len(out) == 4 and out[1] == "" and out[3] == ""
     assert png.stat().st_size > 1000
+
+
+def test_convs2s_trains_translates_and_plots_through_the_task(tmp_path, capsys, monkeypatch):
+    """The second model family on the same task, loop and search: ``model.type=convs2s`` in the
+    tiny config (the RNN's options removed), one epoch, then eval, beam translation and the
+    attention plot (one panel per decoder layer)."""
+    monkeypatch.chdir(ROOT)
+    run = tmp_path / "conv"
+    assert main(["train", "--config", "configs/tiny-translation.yaml", "--out", str(run),
+                 "--quiet", "train.epochs=2", "model.type=convs2s", "model.cell=null",
+                 "model.encoder_sizes=null", "model.decoder_sizes=null",
+                 "model.bidirectional=null", "model.attention=null", "model.input_feed=null",
+                 "model.bridge=null", "model.embed_dim=16",
+                 "model.encoder_layers=[[16,3],[16,3]]", "model.decoder_layers=[[16,3],[16,3]]",
+                 "model.decoder_out_embed_dim=16"]) == 0
+    train = read_metrics(run, "train")
+    assert train[-1]["loss"] < train[0]["loss"]
+    capsys.readouterr()
+    assert main(["eval", str(run), "--split", "test"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["sentences"] == 40 and 0 <= out["bleu"] <= 100
+    f = tmp_path / "in.txt"
+    f.write_text("a b c d\n")
+    png = tmp_path / "att.png"
+    assert main(["translate", str(run), "--input", str(f), "--beam", "3",
+                 "--plot-attention", str(png)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1 and png.stat().st_size > 1000

@@ -262,7 +262,8 @@ class TaggingTask(Task):
         chunk = chunk_scores([u.tags for u in utts], [t.tags for t in tagged])
         scores = {"f1": chunk["f1"], "precision": chunk["precision"], "recall": chunk["recall"]}
         gold_intents = [u.intent for u in utts]
-        if self.intents is not None and all(i is not None for i in gold_intents):
+        if (self.intents is not None and all(i is not None for i in gold_intents)
+                and all(t.intent is not None for t in tagged)):   # a model with an intent output
             hits = sum(t.intent == g for t, g in zip(tagged, gold_intents, strict=True))
             scores["intent_accuracy"] = 100.0 * hits / len(utts)
         scores["loss"] = total / count if count else math.nan
