@@ -112,6 +112,17 @@ def read_text(path: str | Path) -> str:
     return text
 
 
+def read_lines(path: Path) -> list[str]:
+    """A UTF-8 file's lines (the line-oriented readers: tagging columns, logic pairs), with the
+    one-line errors for a missing file and for bytes that are not UTF-8."""
+    if not path.is_file():
+        raise CorpusError(f"{path}: no such file")
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
 def _lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
 

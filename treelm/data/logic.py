@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from treelm.config import parse_section
-from treelm.data.corpus import CorpusError
+from treelm.data.corpus import CorpusError, read_lines
 from treelm.errors import ConfigError, TreelmError
 
 VARIABLES = ("a", "b", "c", "d", "e", "f")
@@ -368,20 +368,11 @@ def generate_split(spec: LogicData, split: str) -> list[Pair]:
 # ----------------------------------------------------------------------------- files
 
 
-def _lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise CorpusError(f"{path}: no such file")
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-
-
 def read_pairs(path: str | Path) -> list[Pair]:
     """One Bowman-format file; blank lines are skipped."""
     p = Path(path)
     out = []
-    for i, line in enumerate(_lines(p), 1):
+    for i, line in enumerate(read_lines(p), 1):
         if not line.strip():
             continue
         cols = line.strip().split("\t")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from treelm.config import parse_section
-from treelm.data.corpus import CorpusError
+from treelm.data.corpus import CorpusError, read_lines
 from treelm.errors import ConfigError
 
 SPLITS = ("train", "valid", "test")
@@ -70,15 +70,6 @@ class TaggingData:
         return spec
 
 
-def _lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise CorpusError(f"{path}: no such file")
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-
-
 def split_files(path: str | Path) -> list[Path]:
     """The files a split is read from: a CoNLL file itself, or a directory's SEQ_FILES."""
     p = Path(path)
@@ -93,12 +84,12 @@ def normalise(words: list[str], lowercase: bool) -> list[str]:
 def read_seq_dir(path: Path) -> list[Utterance]:
     """``seq.in`` / ``seq.out`` / optional ``label`` of one split."""
     words_f, tags_f, label_f = (path / f for f in SEQ_FILES)
-    words, tags = _lines(words_f), _lines(tags_f)
+    words, tags = read_lines(words_f), read_lines(tags_f)
     if len(words) != len(tags):
         raise CorpusError(f"{tags_f}: {len(tags)} lines, but {words_f} has {len(words)}")
     intents: list[str | None] = [None] * len(words)
     if label_f.exists():
-        labels = _lines(label_f)
+        labels = read_lines(label_f)
         if len(labels) != len(words):
             raise CorpusError(f"{label_f}: {len(labels)} lines, but {words_f} has {len(words)}")
         intents = [s.strip() or None for s in labels]
@@ -117,7 +108,7 @@ def read_conll(path: Path) -> list[Utterance]:
     """One ``word ... tag`` a line, utterances separated by blank lines."""
     out: list[Utterance] = []
     cur = Utterance([], [])
-    for i, line in enumerate(_lines(path), 1):
+    for i, line in enumerate(read_lines(path), 1):
         cols = line.split()
         if not cols:
             if cur.words:
