@@ -3,18 +3,20 @@ Mesnil's bidirectional Jordan, test F1 over seeds, training time per run.
 
     .venv/bin/python benchmarks/slot_filling.py --data ../shared/data
         [--datasets atis snips] [--cells elman jordan lstm gru onlstm] [--windows 1 5 9]
-        [--seeds 3] [--runs runs/slot_filling] [--grid key=v1,v2 ...] [key=value ...]
+        [--seeds 3] [--select-seeds K] [--runs runs/slot_filling] [--grid key=v1,v2 ...]
+        [key=value ...]
 
 For each dataset and cell the config ``configs/<dataset>-<cell>.yaml`` is trained with each window
-of ``--windows`` (seed 1); the best window is the one with the best *validation* F1 (the test set
-never chooses anything). ``--grid model.intent=true,false`` adds settings to that choice: every
-window is crossed with every combination of the grid's values, and the best combination on
-validation is the one reported (its overrides are in the row). Elman and Jordan on ATIS are then
-trained with ``--seeds`` seeds at their best window, and the test F1 is reported as mean ± sample
-standard deviation; every other row has one seed. Mesnil et al.'s bidirectional Jordan
-(``model.bidirectional=true``) is trained at the Jordan's best window and setting. Test F1 is
-conlleval's chunk F1 (:mod:`treelm.tasks.conlleval`) of the checkpoint with the best validation F1.
-Each run's training minutes (budget 30 by the configs) are recorded.
+of ``--windows`` (seed 1, or seeds 1..K with ``--select-seeds K``); the best window is the one with
+the best *validation* F1, averaged over those seeds (the test set never chooses anything). ``--grid
+model.intent=true,false`` adds settings to that choice: every window is crossed with every
+combination of the grid's values, and the best combination on validation is the one reported (its
+overrides are in the row). Elman and Jordan on ATIS are then trained with ``--seeds`` seeds at their
+best window, and the test F1 is reported as mean ± sample standard deviation; every other row has
+one seed. Mesnil et al.'s bidirectional Jordan (``model.bidirectional=true``) is trained at the
+Jordan's best window and setting. Test F1 is conlleval's chunk F1 (:mod:`treelm.tasks.conlleval`) of
+the checkpoint with the best validation F1. Each run's training minutes (budget 30 by the configs)
+are recorded.
 
 Writes ``benchmarks/results/slot_filling-<YYYYMMDD>.json`` (entries merged by name, so a study can
 be run in parts) and prints a Markdown table for docs/slot-filling.md. Run alone: the minutes are
@@ -63,6 +65,19 @@ def train(name: str, config: Path, data: Path, dataset: str, runs: Path,
             "test": {k: round(v, 2) for k, v in test.items()}}
 
 
+def seeded(entries: dict[str, Any], stem: str, seed: int, config: Path,
+           args: argparse.Namespace, dataset: str, overrides: list[str]) -> dict[str, Any]:
+    """Train (or reuse) ``<stem>-s<seed>`` and record it in ``entries``."""
+    extra = [f"seed={seed}"] if seed > 1 else []   # seed 1 is the configs' own seed
+    entries[f"{stem}-s{seed}"] = train(f"{stem}-s{seed}", config, args.data, dataset, args.runs,
+                                       [*overrides, *extra, *args.overrides])
+    return entries[f"{stem}-s{seed}"]
+
+
+def mean_valid(runs: list[dict[str, Any]]) -> float:
+    return statistics.mean(r["valid_f1"] for r in runs)
+
+
 def mean_std(xs: list[float]) -> dict[str, Any]:
     if not xs:                      # e.g. intent accuracy of runs without an intent output
         return {"mean": None, "std": None, "n": 0}
@@ -92,31 +107,31 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         best_window: dict[str, tuple[int, str, list[str]]] = {}
         for cell in args.cells:
             config = ROOT / "configs" / f"{ds}-{cell}.yaml"
-            tried = {}
+            tried: dict[tuple[int, str], list[dict[str, Any]]] = {}
             for w in args.windows:
                 for suffix, extra in settings(args.grid):
-                    name = f"{ds}-{cell}-w{w}{suffix}-s1"
-                    entries[name] = tried[w, suffix] = train(
-                        name, config, args.data, ds, args.runs,
-                        [f"model.window={w}", *extra, *args.overrides])
-            best = max(tried, key=lambda k: tried[k]["valid_f1"])
+                    tried[w, suffix] = [
+                        seeded(entries, f"{ds}-{cell}-w{w}{suffix}", s, config, args, ds,
+                               [f"model.window={w}", *extra])
+                        for s in range(1, args.select_seeds + 1)]
+            best = max(tried, key=lambda k: mean_valid(tried[k]))
             w, suffix = best
             extra = dict(settings(args.grid))[suffix]
             best_window[cell] = (w, suffix, extra)
             w1 = [k for k in tried if k[0] == 1]
-            w1_best = max(w1, key=lambda k: tried[k]["valid_f1"]) if w1 else None
+            w1_best = max(w1, key=lambda k: mean_valid(tried[k])) if w1 else None
             seeds = args.seeds if ds == "atis" and cell in ("elman", "jordan") else 1
-            runs = [tried[best]]
-            for s in range(2, seeds + 1):
-                name = f"{ds}-{cell}-w{w}{suffix}-s{s}"
-                entries[name] = train(name, config, args.data, ds, args.runs,
-                                      [f"model.window={w}", *extra, f"seed={s}", *args.overrides])
-                runs.append(entries[name])
+            runs = tried[best] + [
+                seeded(entries, f"{ds}-{cell}-w{w}{suffix}", s, config, args, ds,
+                       [f"model.window={w}", *extra])
+                for s in range(len(tried[best]) + 1, seeds + 1)]
             rows.append({"dataset": ds, "model": cell, "window": w, "setting": extra,
+                         "chosen_by": f"mean validation F1 over {args.select_seeds} seed(s)",
                          "test_f1": mean_std([r["test"]["f1"] for r in runs]),
                          "intent_accuracy": mean_std([r["test"]["intent_accuracy"] for r in runs
                                                       if "intent_accuracy" in r["test"]]),
-                         "window_1_test_f1": tried[w1_best]["test"]["f1"] if w1_best
+                         "window_1_test_f1": round(statistics.mean(
+                             r["test"]["f1"] for r in tried[w1_best]), 2) if w1_best
                          else None,
                          "minutes_per_run": round(statistics.mean(r["minutes"] for r in runs), 1)})
     if "jordan" in best_window and not args.no_bidirectional:
@@ -170,6 +185,9 @@ def main() -> None:
     ap.add_argument("--windows", nargs="+", type=int, default=[1, 5, 9])
     ap.add_argument("--seeds", type=int, default=3, help="seeds for Elman and Jordan on ATIS")
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "slot_filling")
+    ap.add_argument("--select-seeds", type=int, default=1,
+                    help="seeds per candidate window and setting; the choice is made on their "
+                    "mean validation F1 (1: seed 1 alone)")
     ap.add_argument("--no-bidirectional", action="store_true")
     ap.add_argument("--grid", nargs="+", default=[], metavar="KEY=V1,V2",
                     help="settings chosen on validation with the window, "
