@@ -164,6 +164,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("plot-tree-suffix", ["plot-tree", "(a b)", "-o", "{tmp}/t.doc"], "must end in .png"),
     ("plot-tree-layer", ["plot-tree", "(a b)", "--layer", "1", "-o", "{tmp}/t.png"],
      "--layer needs --run"),
+    ("plot-tree-direction", ["plot-tree", "(a b)", "--direction", "backward", "-o",
+                             "{tmp}/t.png"], "--direction needs --run"),
+    ("parse-direction-lm", ["parse", "{run}", "the cat", "--direction", "backward"],
+     "needs a translation run with a bidirectional encoder"),
     # ---------------------------------------------------------------- tag
     ("tag-lm-run", ["tag", "{run}", "--input", "{tmp}/short.txt"], "holds a 'lm' run"),
     ("tag-input-missing", ["tag", "{run}", "--input", "{tmp}/none.txt"], "none.txt: no such"),

@@ -46,9 +46,10 @@ class Run:
         return self.task.tokenizer  # type: ignore[attr-defined]
 
 
-def load_run(path: str | Path, which: str = "best", expect: str | None = None) -> Run:
-    """Load a run's model in eval mode. ``expect`` (a task name, e.g. ``"lm"``) refuses runs of
-    other tasks with a one-line error."""
+def load_run(path: str | Path, which: str = "best",
+             expect: str | tuple[str, ...] | None = None) -> Run:
+    """Load a run's model in eval mode. ``expect`` (a task name, e.g. ``"lm"``, or a tuple of
+    them) refuses runs of other tasks with a one-line error."""
     import torch
 
     from treelm.config import load_config
@@ -61,9 +62,10 @@ def load_run(path: str | Path, which: str = "best", expect: str | None = None) -
     read_pointer(files.path)  # clear error if this is not a run directory
     cfg = load_config(files.config)
     cls = task_class(cfg)
-    if expect is not None and cls.name != expect:
+    names = (expect,) if isinstance(expect, str) else expect
+    if names is not None and cls.name not in names:
         raise CheckpointError(f"{files.path}: holds a {cls.name!r} run; this command needs a "
-                              f"{expect!r} run")
+                              f"{' or '.join(map(repr, names))} run")
     for line in files.changed_data():
         print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
     task = cls.open(cfg, task_options(cls, cfg), files, torch.device("cpu"))
@@ -80,7 +82,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
 
 
-def open_run(args: argparse.Namespace, expect: str | None = None,
+def open_run(args: argparse.Namespace, expect: str | tuple[str, ...] | None = None,
              attr: str = "run_dir") -> Run:
     """The run named by ``args.<attr>`` with the options of :func:`add_run_options`."""
     import torch

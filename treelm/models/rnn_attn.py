@@ -43,6 +43,10 @@ Attention keys ``W_k m_j`` (additive) or ``W_a m_j`` (general) are computed once
 :meth:`encode`. Incremental decoding keeps, batch dimension 0 everywhere, the memory, its keys and
 mask, every decoder layer's state and ``h̃_{t-1}``; one :meth:`step` gives the logits that
 :meth:`forward` computes at the same position (tested to 1e-6 in float64).
+
+Source-side trees (:mod:`treelm.syntax.source_levels`) read the encoder through
+:meth:`encoder_features` (per direction, every layer's outputs and cell ``aux``, such as ON-LSTM's
+master-gate levels, in source order) and :meth:`encoder_cells`.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.models.tagger import reverse_within
-from treelm.nn.stack import RNNStack
+from treelm.nn.stack import RNNStack, StackOutput
 
 ATTENTIONS = ("additive", "general", "dot")
 
@@ -166,15 +170,41 @@ class RNNAttention(nn.Module):
     def _drop(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.dropout, self.training)
 
+    def _read_source(self, src: Tensor, lengths: Tensor) -> list[StackOutput]:
+        """Each encoder stack's output as it ran on ``src`` (B, S), time-major; the right-to-left
+        stack's in its reading order (each sentence reversed within its length)."""
+        x = self._drop(self.src_embed(src)).transpose(0, 1)              # (S, B, E)
+        runs = [self.encoders[0](x)]
+        if len(self.encoders) == 2:
+            runs.append(self.encoders[1](reverse_within(x, lengths)))
+        return runs
+
+    def encoder_features(self, src: Tensor) -> list[StackOutput]:
+        """Per direction (left to right, then right to left with ``bidirectional``): the encoder
+        stack's per-layer outputs and cell ``aux`` (ON-LSTM levels ``df``/``di``, (S, B)) on
+        ``src`` (B, S), time-major and in source order (the right-to-left stack's put back:
+        position j is the step that read x_j); ``states`` as the stack left them."""
+        lengths = src.ne(self.padding_idx).sum(1)
+        first, *rest = self._read_source(src, lengths)
+
+        def back(t: Tensor) -> Tensor:
+            return reverse_within(t, lengths)
+
+        return [first, *(StackOutput(back(r.out), r.states, [back(t) for t in r.raw],
+                                     [{k: back(v) for k, v in a.items()} for a in r.aux])
+                         for r in rest)]
+
+    def encoder_cells(self) -> list[list[nn.Module]]:
+        """Per direction (as :meth:`encoder_features`), that stack's cells, layer 1 first."""
+        return [list(stack.layers) for stack in self.encoders]
+
     def encode(self, src: Tensor) -> dict[str, Tensor]:
         """``src`` (B, S) -> memory m (B, S, M), its attention keys, mask (B, S) and the bridge's
         summary s (B, M)."""
         mask = src.ne(self.padding_idx)
         lengths = mask.sum(1)
-        x = self._drop(self.src_embed(src)).transpose(0, 1)              # (S, B, E)
-        outs = [self.encoders[0](x).out]
-        if len(self.encoders) == 2:
-            outs.append(reverse_within(self.encoders[1](reverse_within(x, lengths)).out, lengths))
+        runs = self._read_source(src, lengths)
+        outs = [runs[0].out, *(reverse_within(r.out, lengths) for r in runs[1:])]
         memory = torch.cat(outs, -1).transpose(0, 1)                      # (B, S, M)
         last = (lengths - 1).clamp_min(0).view(-1, 1, 1)
         ends = [outs[0].transpose(0, 1).gather(1, last.expand(-1, 1, outs[0].size(-1)))[:, 0]]

@@ -1,8 +1,8 @@
 """Model-independent unsupervised-syntax evaluation (ON-LSTM, Shen et al., ICLR 2019).
 
 * :mod:`treelm.syntax.trees` -- ``build_tree`` from per-token levels and nested-list tree
-  helpers (brackets, JSON, spans, depth, ASCII drawing; reading brackets and JSON back), all
-  iterative;
+  helpers (brackets, JSON, spans, depth, mirror, ASCII drawing; reading brackets and JSON
+  back), all iterative;
 * :mod:`treelm.syntax.metrics` -- sentence- and corpus-level unlabeled F1, per-label recall,
   depth, ``evaluate``;
 * :mod:`treelm.syntax.baselines` -- left/right-branching, balanced and random trees, scored by
@@ -11,7 +11,9 @@
   and a treebank (what ``eval-parse`` prints, ``format_table``), and ``format_parse``;
 * :mod:`treelm.syntax.render` -- PNG drawings (imported lazily: it needs matplotlib);
 * :mod:`treelm.syntax.levels` -- per-token master-gate levels of a trained ON-LSTM LM, batched
-  (imported lazily: it needs torch);
+  (imported lazily: it needs torch), and ``level_source``, where the verbs obtain levels;
+* :mod:`treelm.syntax.source_levels` -- the same over the source sentence of a translation run
+  whose encoder has ON-LSTM layers (either direction of a bidirectional encoder);
 * :mod:`treelm.syntax.commands` -- the ``parse``, ``eval-parse``, ``plot`` and ``plot-tree`` verbs
   (arguments and printing only).
 
@@ -40,6 +42,7 @@ from treelm.syntax.trees import (
     build_tree,
     leaf_depths,
     mean_leaf_depth,
+    mirror_tree,
     read_bracket_tree,
     read_json_tree,
     tree_depth,
@@ -63,6 +66,7 @@ __all__ = [
     "leaf_depths",
     "left_branching",
     "mean_leaf_depth",
+    "mirror_tree",
     "random_tree",
     "read_bracket_tree",
     "read_json_tree",

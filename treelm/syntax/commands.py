@@ -11,6 +11,12 @@ Layers are numbered from 1 (the layer after the embedding). The default layer is
 ON-LSTM layer (layer 2 of the paper's 3-layer model, the one the official evaluation reads), or
 the only one of a 1-layer model.
 
+``parse``, ``plot`` and ``plot-tree --run`` also take a translation run whose encoder has ON-LSTM
+layers: the source sentence is read by the run's source tokenizer and the encoder, and the tree
+is over its source symbols (:mod:`treelm.syntax.source_levels`; ``--direction backward``: the
+right-to-left stack of a bidirectional encoder). The levels come from
+:func:`treelm.syntax.levels.level_source`, the one place that tells the two kinds of run apart.
+
 The ``add_*`` functions register the sub-commands on ``treelm``'s argparse sub-parsers; each
 ``cmd_*`` checks its arguments, calls the library (:mod:`treelm.syntax.report` for what is
 printed, :mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees) and
@@ -42,6 +48,8 @@ PARSE_EPILOG = """examples:
   treelm parse runs/onlstm --file sentences.txt --format json > trees.jsonl
   echo "苹果 的 颜色 是 什么" | treelm parse runs/zh-onlstm
   treelm parse runs/zh-onlstm "苹果的颜色是什么" --segment jieba
+  treelm parse runs/de-en-onlstm --input test.de        # a translation run: source-side trees
+  treelm parse runs/de-en-onlstm "Ein Hund läuft." --direction backward --format ascii
 """
 
 EVAL_EPILOG = """examples:
@@ -68,12 +76,23 @@ def _wrap(text: str) -> str:
 
 
 def _open_run(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
-    """Load ``args.run_dir`` (``--checkpoint``, ``--threads``) and check it has master gates."""
+    """Load ``args.run_dir`` (``--checkpoint``, ``--threads``), a language model, and check it
+    has master gates."""
     from treelm.run import open_run
     from treelm.syntax.levels import onlstm_layers
 
     run = open_run(args, expect="lm")
     return run, onlstm_layers(run.model)
+
+
+def _open_levels(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Load ``args.run_dir``, a language model or a translation run, and its
+    :class:`~treelm.syntax.levels.LevelSource` in ``args.direction``."""
+    from treelm.run import open_run
+    from treelm.syntax.levels import level_source
+
+    run = open_run(args, expect=("lm", "translation"))
+    return run, level_source(run, args.direction)
 
 
 def parse_layer(text: str | None, layers: Sequence[int], allow_all: bool = True) -> list[int]:
@@ -117,6 +136,14 @@ def _add_model_options(p: argparse.ArgumentParser, batch: bool = True) -> None:
                        help="sentences per forward pass (default 256)")
 
 
+def _add_direction_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--direction", choices=["forward", "backward"], default="forward",
+                   help="translation runs: the levels of the encoder's left-to-right stack "
+                   "(forward, default; the paper's reading) or of a bidirectional encoder's "
+                   "right-to-left stack (backward; its tree is read off the reversed source and "
+                   "mirrored back)")
+
+
 def _add_text_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--segment", choices=["none", "jieba"], default="none",
                    help="word segmentation of the input: none (default; whitespace-separated "
@@ -130,13 +157,13 @@ def cmd_parse(args: argparse.Namespace) -> int:
     from treelm.syntax.parse import parse_lines
 
     _check_positive("--batch-size", args.batch_size)
-    run, available = _open_run(args)
-    layers = parse_layer(args.layer, available)
+    _, source = _open_levels(args)
+    layers = parse_layer(args.layer, source.layers)
     unknown: dict[str, int] = {}
     out: TextIO = sys.stdout
     lines = input_lines(args.sentence, args.file)
     try:
-        for text, unk_words in parse_lines(run, lines, layers, args.format, args.style,
+        for text, unk_words in parse_lines(source, lines, layers, args.format, args.style,
                                            args.segment, args.normalize, args.batch_size,
                                            args.unk, single=args.sentence not in (None, "-")):
             for w in unk_words:
@@ -167,18 +194,26 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
         "absent or '-'); words are whitespace-separated unless --segment jieba. Output: one "
         "line per sentence (brackets, json) or one drawing per sentence (ascii); an empty input "
         "line gives an empty output line. json objects hold the tokens, the positions of "
-        "out-of-vocabulary words and, per layer, the tree (nested lists) and the levels df, di."),
+        "out-of-vocabulary words and, per layer, the tree (nested lists) and the levels df, di. "
+        "A translation run whose encoder has ON-LSTM layers gives source-side trees: each "
+        "source sentence is read by the run's source tokenizer (BPE pieces, or words) and by "
+        "the encoder as the model reads sources (x1 .. xn <eos>), and the tree is over its "
+        "pieces; layers are the encoder's."),
         epilog=PARSE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a trained run with ON-LSTM layers")
+    p.add_argument("run_dir", metavar="RUN_DIR",
+                   help="a trained run with ON-LSTM layers (a language model, or a translation "
+                   "model's encoder)")
     p.add_argument("sentence", nargs="?", metavar="SENTENCE",
                    help="the sentence (default, or '-': read sentences from stdin)")
-    p.add_argument("--file", help="read sentences from this file, one per line")
+    p.add_argument("--file", "--input", dest="file", metavar="FILE",
+                   help="read sentences from this file, one per line")
     p.add_argument("--layer", metavar="K|all",
                    help="1-based layer whose levels make the tree, or 'all' (default: the "
                    "last-but-one ON-LSTM layer; the only one for a 1-layer model)")
     p.add_argument("--format", choices=FORMATS, default="brackets",
                    help="brackets (default): ((the cat) sat); json: one object per line; "
                    "ascii: a drawing")
+    _add_direction_option(p)
     _add_text_options(p)
     _add_model_options(p)
     p.set_defaults(func=cmd_parse)
@@ -264,12 +299,10 @@ def _one_sentence(args: argparse.Namespace, tokenizer: Any) -> tuple[str, list[s
 
 
 def _levels_of(args: argparse.Namespace) -> tuple[Any, list[str], int, Any]:
-    from treelm.syntax.levels import sentence_levels
-
-    run, available = _open_run(args)
-    layer = parse_layer(args.layer, available, allow_all=False)[0]
-    _, tokens = _one_sentence(args, run.tokenizer)
-    lv = sentence_levels(run.model, run.vocab, [tokens], unk=args.unk)[0]
+    run, source = _open_levels(args)
+    layer = parse_layer(args.layer, source.layers, allow_all=False)[0]
+    _, tokens = _one_sentence(args, source.tokenizer)
+    lv = source.read([tokens], 1, args.unk)[0]
     return run, tokens, layer, lv
 
 
@@ -293,9 +326,11 @@ def add_plot(sub: Any) -> argparse.ArgumentParser:
         "columns: words), with the "
         "tree induced from one layer drawn above (cf. Shen et al. 2019, Fig. 3). Words outside "
         "the vocabulary are marked with *. The format follows the file extension (PNG, SVG, "
-        "PDF)."),
+        "PDF). A translation run draws its encoder's levels over the source pieces."),
         epilog=PLOT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a trained run with ON-LSTM layers")
+    p.add_argument("run_dir", metavar="RUN_DIR",
+                   help="a trained run with ON-LSTM layers (a language model, or a translation "
+                   "model's encoder)")
     p.add_argument("sentence", nargs="?", metavar="SENTENCE",
                    help="the sentence (default, or '-': one line from stdin)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="image to write")
@@ -309,6 +344,7 @@ def add_plot(sub: Any) -> argparse.ArgumentParser:
                    "all layers (shared)")
     p.add_argument("--no-tree", action="store_true", help="draw the heat map only")
     p.add_argument("--title", help="figure title ('' for none)")
+    _add_direction_option(p)
     _add_text_options(p)
     _add_model_options(p, batch=False)
     p.set_defaults(func=cmd_plot)
@@ -327,8 +363,9 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
         _, _, layer, lv = _levels_of(args)
         tree = lv.tree(layer, args.style)
     else:
-        if args.layer is not None:
-            raise TreelmError("--layer needs --run RUN_DIR")
+        if args.layer is not None or args.direction != "forward":
+            raise TreelmError(f"{'--layer' if args.layer is not None else '--direction'} "
+                              "needs --run RUN_DIR")
         text = "\n".join(input_lines(args.tree, None))
         tree = read_json_tree(text) if args.json else read_bracket_tree(text)
     plot_tree(tree, args.output, title=args.title or None)
@@ -353,6 +390,7 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
                    help="induce the tree of the sentence with this run's ON-LSTM")
     p.add_argument("--layer", metavar="K", help="with --run: the layer (default last-but-one)")
     p.add_argument("--title", help="figure title")
+    _add_direction_option(p)
     _add_text_options(p)
     _add_model_options(p, batch=False)
     p.set_defaults(func=cmd_plot_tree, sentence=None)

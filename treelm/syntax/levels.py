@@ -29,23 +29,35 @@ and the recurrent stack run.
 
 Shapes: per sentence, ``df`` and ``di`` are ``(n_layers, n)`` float32 arrays, row ``k`` for the
 ``k``-th ON-LSTM layer (``layers[k]`` is its 1-based number in the model).
+
+The verbs obtain levels in one place, :func:`level_source`: a :class:`LevelSource` holds a run's
+layers with master gates, the tokenizer of the text its model reads, and the function that reads
+tokenised sentences. A language model reads them as above; a model that reads a *source* sentence
+(a translation encoder: ``encoder_cells()`` / ``encoder_features()``) gives its encoder's levels
+over the source symbols (:mod:`treelm.syntax.source_levels`), for either direction of a
+bidirectional encoder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from treelm.errors import TreelmError
-from treelm.syntax.trees import Tree, build_tree
+from treelm.syntax.trees import Tree, build_tree, mirror_tree
 from treelm.text.vocab import Vocab
 
 NO_MASTER_GATES = "this run's model has no ON-LSTM layers; tree induction needs master gates"
+#: Reading directions: left to right (a language model, a forward encoder stack) or right to
+#: left (the second stack of a bidirectional encoder).
+DIRECTIONS = ("forward", "backward")
 
 
 class NoMasterGatesError(TreelmError):
@@ -63,6 +75,8 @@ class SentenceLevels:
         df: ``(n_layers, n)`` master-forget-gate levels ``d_f`` (tree induction uses these).
         di: ``(n_layers, n)`` master-input-gate levels ``d_i``.
         layers: 1-based model layer number of each row of ``df`` / ``di``.
+        direction: ``"forward"`` (the levels of a left-to-right reading) or ``"backward"``
+            (of a right-to-left one; the levels are still in sentence order).
     """
 
     tokens: list[str]
@@ -71,6 +85,7 @@ class SentenceLevels:
     df: np.ndarray
     di: np.ndarray
     layers: tuple[int, ...]
+    direction: str = "forward"
 
     def row(self, layer: int) -> int:
         """Row of ``df`` / ``di`` for 1-based model layer ``layer``."""
@@ -83,8 +98,45 @@ class SentenceLevels:
             ) from None
 
     def tree(self, layer: int, style: str = "official") -> Tree:
-        """``build_tree`` of layer ``layer``'s ``d_f`` over the tokens (needs n >= 1)."""
-        return build_tree(self.df[self.row(layer)], self.tokens, style)
+        """``build_tree`` of layer ``layer``'s ``d_f`` over the tokens (needs n >= 1).
+
+        Backward levels were read right to left: the tree is built over the reversed sentence,
+        as that reading saw it, and mirrored back into sentence order.
+        """
+        levels = self.df[self.row(layer)]
+        if self.direction == "backward":
+            return mirror_tree(build_tree(levels[::-1], self.tokens[::-1], style))
+        return build_tree(levels, self.tokens, style)
+
+
+@dataclass(frozen=True)
+class LevelSource:
+    """Where a run's levels come from (:func:`level_source`).
+
+    Attributes:
+        layers: 1-based numbers of the layers with master gates.
+        tokenizer: the run's tokenizer of the text the model reads (:mod:`treelm.text`).
+        read: ``read(sentences, batch_size, unk)``: the :class:`SentenceLevels` of tokenised
+            sentences, in input order.
+    """
+
+    layers: tuple[int, ...]
+    tokenizer: Any
+    read: Callable[[Sequence[Sequence[str]], int, str], list[SentenceLevels]]
+
+
+def master_gate_layers(cells: Sequence[nn.Module]) -> tuple[int, ...]:
+    """1-based positions of the ON-LSTM cells (the ones with master gates) among ``cells``.
+
+    Raises:
+        NoMasterGatesError: there is none.
+    """
+    from treelm.cells.onlstm import ONLSTM
+
+    found = tuple(i + 1 for i, layer in enumerate(cells) if isinstance(layer, ONLSTM))
+    if not found:
+        raise NoMasterGatesError(NO_MASTER_GATES)
+    return found
 
 
 def onlstm_layers(model: nn.Module) -> tuple[int, ...]:
@@ -93,13 +145,37 @@ def onlstm_layers(model: nn.Module) -> tuple[int, ...]:
     Raises:
         NoMasterGatesError: none does, or the model exposes no layers (``layer_cells()``).
     """
-    from treelm.cells.onlstm import ONLSTM
-
     cells = model.layer_cells() if callable(getattr(model, "layer_cells", None)) else []
-    found = tuple(i + 1 for i, layer in enumerate(cells) if isinstance(layer, ONLSTM))
-    if not found:
-        raise NoMasterGatesError(NO_MASTER_GATES)
-    return found
+    return master_gate_layers(cells)
+
+
+def level_source(run: Any, direction: str = "forward") -> LevelSource:
+    """The levels of a loaded run (:func:`treelm.run.load_run`).
+
+    A model that reads a source sentence (``encoder_cells()``: a translation encoder) gives its
+    encoder's levels over the source symbols, read by the task's source tokenizer and vocabulary
+    (:mod:`treelm.syntax.source_levels`); any other model, its language-model levels (this
+    module). ``direction`` picks the stack of a bidirectional encoder.
+
+    Raises:
+        NoMasterGatesError: the model (the encoder) has no ON-LSTM layer.
+        TreelmError: ``direction`` is ``"backward"`` and the model reads left to right only.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"unknown direction {direction!r}; choose one of {DIRECTIONS}")
+    model = run.model
+    if callable(getattr(model, "encoder_cells", None)):
+        from treelm.syntax.source_levels import encoder_layers, source_sentence_levels
+
+        task = run.task
+        return LevelSource(encoder_layers(model, direction), task.src_tok,
+                           partial(source_sentence_levels, model, task.src_vocab,
+                                   direction=direction))
+    layers = onlstm_layers(model)
+    if direction != "forward":
+        raise TreelmError("direction 'backward' needs a translation run with a bidirectional "
+                          "encoder; this run's model reads left to right only")
+    return LevelSource(layers, run.tokenizer, partial(sentence_levels, model, run.vocab))
 
 
 def default_layer(layers: Sequence[int]) -> int:

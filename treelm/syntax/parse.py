@@ -3,7 +3,9 @@
 Input lines come from an argument, a file or stdin (:func:`input_lines`); each is read by the run's
 tokenizer (:func:`tokenize`, :mod:`treelm.text`), optionally re-segmented with jieba or normalised
 as the PTB text was; :func:`parse_lines` runs them through the model ``chunk`` sentences at a time
-and yields the formatted parse of each with the words read as ``<unk>``.
+and yields the formatted parse of each with the words read as ``<unk>``. The tokenizer and the
+levels come from the run's :class:`~treelm.syntax.levels.LevelSource` (a language model's, or a
+translation encoder's over the source side).
 """
 
 from __future__ import annotations
@@ -68,19 +70,19 @@ def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def parse_lines(run: Any, lines: Iterable[str], layers: Sequence[int], fmt: str, style: str,
+def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: str, style: str,
                 segment: str = "none", normalize: bool = False, batch_size: int = 256,
                 unk: str = "map", single: bool = False) -> Iterator[tuple[str, list[str]]]:
-    """(formatted parse, unknown words) per input line, in order. ``single``: the lines are one
-    sentence given as an argument, which must not be empty."""
-    from treelm.syntax.levels import sentence_levels
+    """(formatted parse, unknown words) per input line, in order, with the levels of ``source``
+    (a :class:`~treelm.syntax.levels.LevelSource`). ``single``: the lines are one sentence given
+    as an argument, which must not be empty."""
     from treelm.syntax.report import format_parse
 
     for chunk in chunks(lines, CHUNK):
-        tokens = [tokenize(t, run.tokenizer, segment, normalize) for t in chunk]
+        tokens = [tokenize(t, source.tokenizer, segment, normalize) for t in chunk]
         if single and not tokens[0]:
             raise TreelmError("the sentence is empty")
-        levels = sentence_levels(run.model, run.vocab, tokens, batch_size, unk)
+        levels = source.read(tokens, batch_size, unk)
         for text, toks, lv in zip(chunk, tokens, levels):
             yield (format_parse(toks, lv, layers, fmt, style, text),
                    [toks[i] for i in lv.unknown])

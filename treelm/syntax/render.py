@@ -275,8 +275,9 @@ def plot_sentence_levels(lv: Any, path: str | os.PathLike[str], layer: int, *,
     if title is None:
         gate_name = "master-forget-gate" if gate == "forget" else "master-input-gate"
         name = run_name.replace("$", r"\$")    # a $ in a directory name would start mathtext
-        title = f"{name}: {gate_name} levels ${symbol}$" + (f"; tree from layer {layer}"
-                                                            if with_tree else "")
+        reading = " (right-to-left stack)" if lv.direction == "backward" else ""
+        title = f"{name}: {gate_name} levels ${symbol}${reading}" + (
+            f"; tree from layer {layer}" if with_tree else "")
     labels = [t if i not in lv.unknown else f"{t}*" for i, t in enumerate(lv.tokens)]
     plot_levels(labels, data, tree, path, title=title or None, row_labels=rows,
                 colorbar_label=caption)

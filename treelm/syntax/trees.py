@@ -141,6 +141,26 @@ def _unfold_split(values: list[float], tokens: Sequence[T]) -> Tree:
     return holder[0]
 
 
+def mirror_tree(tree: Tree) -> Tree:
+    """``tree`` read right to left: every node's children in reverse order (internal nodes come
+    back as lists, leaves unchanged). ``build_tree`` of a right-to-left reading (levels and
+    tokens reversed), mirrored, is that reading's tree in sentence order."""
+    if is_leaf(tree):
+        return tree
+    root: list[Tree] = []
+    todo: list[tuple[Tree, list[Tree]]] = [(tree, root)]
+    while todo:
+        node, out = todo.pop()
+        for child in reversed(node):
+            if is_leaf(child):
+                out.append(child)
+            else:
+                new: list[Tree] = []
+                out.append(new)
+                todo.append((child, new))
+    return root
+
+
 def _events(tree: Tree) -> Iterator[tuple[int, Tree]]:
     """Pre-order walk yielding ``(_OPEN, node)``, ``(_LEAF, leaf)``, ``(_CLOSE, node)``."""
     stack: list[tuple[int, Tree]] = [(_OPEN, tree)]
