@@ -20,7 +20,10 @@ def plot_attention(weights: Tensor, src: Sequence[str], tgt: Sequence[str],
 
     L, T, S = weights.shape
     cell = 0.32
-    fig = Figure(figsize=(L * (1.5 + cell * S), 1.2 + cell * T), layout="constrained")
+    # room for the rotated source labels below and the panel titles above, so neither is cut
+    below = 0.8 + 0.075 * max((len(w) for w in src), default=1)
+    fig = Figure(figsize=(L * (1.5 + cell * S), below + cell * T + (0.4 if L > 1 else 0.1)),
+                 layout="constrained")
     axes = fig.subplots(1, L, squeeze=False)[0]
     for layer, ax in enumerate(axes):
         im = ax.imshow(weights[layer].numpy(), cmap="Blues", vmin=0.0, vmax=1.0,
