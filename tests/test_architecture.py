@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "train": {"run", "tasks", "models", "rundir", "data", "text", "kernels", "config", "errors"},
     "generate": {"run", "decode", "text", "errors"},
     "tag": {"run", "tasks", "text", "errors"},
-    "translate": {"run", "tasks", "errors"},
+    "translate": {"run", "tasks", "text", "errors"},
     "syntax": {"run", "cells", "data", "text", "errors"},
     "analysis": {"run", "models", "cells", "data", "text", "errors"},
     "suite": {"decode", "run", "text", "errors"},

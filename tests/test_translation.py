@@ -322,7 +322,8 @@ def test_tiny_run_learns_and_scores_bleu(translation_run, capsys):
 
 def test_translate_streams_one_line_per_input(translation_run, capsys, monkeypatch, tmp_path):
     src = load_pairs(ParallelData.parse({"synthetic": "reverse", "synthetic_sizes": [1, 1, 5],
-                                         "synthetic_lengths": [3, 6]}), "test").src
+                                         "synthetic_lengths": [3, 6], "synthetic_vocab": 8}),
+                     "test").src
     monkeypatch.setattr("sys.stdin", io.StringIO("".join(s + "\n" for s in src)))
     capsys.readouterr()
     assert main(["translate", str(translation_run), "--beam", "2"]) == 0
@@ -336,6 +337,21 @@ def test_translate_streams_one_line_per_input(translation_run, capsys, monkeypat
     out = capsys.readouterr().out.split("\n")
     assert len(out) == 4 and out[1] == "" and out[3] == ""
     assert png.stat().st_size > 1000
+
+
+def test_unknown_source_symbols_are_refused_or_mapped(translation_run, capsys, tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_text("a b c\nd zz e\n")                   # "zz": not one of the run's 8 symbols
+    capsys.readouterr()
+    assert main(["translate", str(translation_run), "--input", str(f), "--beam", "1"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "input line 2: 'zz' not known to the run's source vocabulary" in err
+    assert main(["translate", str(translation_run), "--input", str(f), "--beam", "1",
+                 "--unk", "map"]) == 0
+    cap = capsys.readouterr()
+    assert len(cap.out.splitlines()) == 2
+    assert "1 source symbol(s) outside the vocabulary read as <unk>: 'zz'" in cap.err
 
 
 def test_convs2s_trains_translates_and_plots_through_the_task(tmp_path, capsys, monkeypatch):

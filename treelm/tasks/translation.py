@@ -225,6 +225,12 @@ class TranslationTask(Task):
     def encode_target(self, text: str) -> list[int]:
         return [*self.tgt_vocab.encode(self.tgt_tok.encode_line(text)), self.tgt_vocab.eos]
 
+    def unknown_source(self, text: str) -> list[str]:
+        """The source symbols of ``text`` outside the run's vocabulary (characters its piece
+        model never saw, or unknown words with ``tokenizer: word``), read as ``<unk>``."""
+        syms = self.src_tok.encode_line(text)
+        return [syms[i] for i in self.src_vocab.unknown(syms)]
+
     def source_symbols(self, text: str) -> list[str]:
         return [*self.src_tok.encode_line(text), EOS]
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from treelm.errors import IMAGE_SUFFIXES, check_output
 from treelm.run import add_run_options
+from treelm.text.vocab import UNK_POLICIES
 
 TRANSLATE_EPILOG = """examples:
   echo "Ein Mann fährt Fahrrad." | treelm translate runs/multi30k-rnn-attn
@@ -25,7 +26,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     lines = read_input(args.input)          # a file whole; stdin as it comes
     r = open_run(args, expect="translation")
     translate_stream(r.task, r.model, lines, args.beam, args.alpha, args.batch_size,
-                     args.plot_attention)
+                     args.plot_attention, args.unk)
     return 0
 
 
@@ -43,6 +44,9 @@ def add_translate(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="sentences per batch (default: the config's)")
     p.add_argument("--plot-attention", metavar="PNG",
                    help="draw the first sentence's attention (one panel per decoder layer)")
+    p.add_argument("--unk", choices=UNK_POLICIES, default="error",
+                   help="a source character (or word) the run never saw: error (default; one "
+                   "line naming the input line) or map (read as <unk>, counted on stderr)")
     add_run_options(p)
     p.set_defaults(func=cmd_translate)
     return p

@@ -56,11 +56,27 @@ def read_input(path: str | None) -> list[str] | Iterator[str]:
     return (line.rstrip("\r\n") for line in sys.stdin)
 
 
+def check_unknown(task: TranslationTask, block: list[str], first_line: int, unk: str,
+                  seen: dict[str, int]) -> None:
+    """Source symbols outside the run's vocabulary in ``block`` (line numbers from
+    ``first_line``): ``unk="error"`` stops at the first with a one-line error naming the line;
+    ``"map"`` counts them in ``seen`` (they are read as ``<unk>``)."""
+    for n, line in enumerate(block, first_line):
+        unknown = task.unknown_source(line)
+        if unknown and unk == "error":
+            shown = ", ".join(repr(u) for u in dict.fromkeys(unknown))
+            raise TreelmError(f"input line {n}: {shown} not known to the run's source "
+                              "vocabulary; --unk map reads such symbols as <unk>")
+        for u in unknown:
+            seen[u] = seen.get(u, 0) + 1
+
+
 def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[str], beam: int,
                      alpha: float | None, batch_size: int | None,
-                     plot: str | None = None) -> None:
+                     plot: str | None = None, unk: str = "error") -> None:
     """Translate ``lines`` and print one translation a line as soon as its chunk is done;
-    with ``plot``, draw the first sentence's attention there."""
+    with ``plot``, draw the first sentence's attention there. Source symbols outside the
+    vocabulary follow ``unk`` (:func:`check_unknown`); mapped ones are counted on stderr."""
     bs = batch_size or task.options.eval_batch_size
     interactive = not isinstance(lines, list) and sys.stdin.isatty()
     chunk = 1 if interactive else bs * CHUNK
@@ -71,7 +87,11 @@ def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[st
         bar = tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=None, leave=False)
     it = iter(lines)
     first = None
+    done = 0
+    seen: dict[str, int] = {}
     while block := list(islice(it, chunk)):
+        check_unknown(task, block, done + 1, unk, seen)
+        done += len(block)
         for t in task.translate(model, block, beam, alpha, bs):
             if first is None:
                 first = t
@@ -80,6 +100,10 @@ def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[st
             bar.update(len(block))
     if bar is not None:
         bar.close()
+    if seen:
+        shown = ", ".join(repr(u) for u in list(seen)[:10]) + (", …" if len(seen) > 10 else "")
+        print(f"treelm: {sum(seen.values())} source symbol(s) outside the vocabulary read as "
+              f"<unk>: {shown}", file=sys.stderr, flush=True)
     if plot and first is not None:
         from treelm.translate.plot import plot_attention
 
