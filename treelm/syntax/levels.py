@@ -226,31 +226,46 @@ def compute_levels(
     """
     layers = onlstm_layers(model)
     rows = [n - 1 for n in layers]
+    device = next(model.parameters()).device
+    start: list = []                  # the opening <eos>'s state, run once when first needed
+
+    def read(chunk: list[Sequence[int]]) -> np.ndarray:
+        if not start:   # the opening <eos> from the zero state: the same for every sentence
+            start.append(_run(model, torch.full((1, 1), eos, dtype=torch.long, device=device),
+                              None, rows)[0])
+        B, T = len(chunk), len(chunk[0])
+        grid = np.full((T, B), eos, dtype=np.int64)       # right padding
+        for b, ids in enumerate(chunk):
+            grid[: len(ids), b] = ids
+        states = [tuple(s.expand(B, -1).contiguous() for s in state) for state in start[0]]
+        _, df, di = _run(model, torch.from_numpy(grid).to(device), states, rows)
+        return torch.stack((df, di)).permute(3, 0, 1, 2).float().cpu().numpy()  # (B,2,L,T)
+
+    with _eval_mode(model):
+        return batched_levels(id_seqs, len(rows), batch_size, read)
+
+
+def batched_levels(
+    id_seqs: Sequence[Sequence[int]],
+    n_layers: int,
+    batch_size: int,
+    read: Callable[[list[Sequence[int]]], np.ndarray],
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The batching both level readers share: the non-empty sentences sorted longest first,
+    ``batch_size`` at a time, to ``read(chunk)`` -> ``(B, 2, n_layers, >= n)`` levels (``d_f``
+    then ``d_i``; the first sentence of a chunk is its longest), cut back to each sentence's n
+    and returned in input order; an empty sentence gets ``(n_layers, 0)`` arrays unread."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    device = next(model.parameters()).device
-    L = len(rows)
-    results = [(np.zeros((L, 0), np.float32), np.zeros((L, 0), np.float32)) for _ in id_seqs]
+    empty = np.zeros((n_layers, 0), np.float32)
+    results = [(empty, empty) for _ in id_seqs]
     order = sorted((i for i, s in enumerate(id_seqs) if len(s)), key=lambda i: -len(id_seqs[i]))
-    if not order:
-        return results
-    with _eval_mode(model):
-        # the opening <eos> from the zero state: the same for every sentence, run once
-        start, _, _ = _run(model, torch.full((1, 1), eos, dtype=torch.long, device=device),
-                           None, rows)
-        for lo in range(0, len(order), batch_size):
-            chunk = order[lo : lo + batch_size]
-            B, T = len(chunk), len(id_seqs[chunk[0]])
-            grid = np.full((T, B), eos, dtype=np.int64)       # right padding
-            for b, i in enumerate(chunk):
-                grid[: len(id_seqs[i]), b] = id_seqs[i]
-            states = [tuple(s.expand(B, -1).contiguous() for s in state) for state in start]
-            tokens = torch.from_numpy(grid).to(device)
-            _, df, di = _run(model, tokens, states, rows)
-            both = torch.stack((df, di)).permute(3, 0, 1, 2).float().cpu().numpy()  # (B,2,L,T)
-            for b, i in enumerate(chunk):
-                n = len(id_seqs[i])
-                results[i] = (both[b, 0, :, :n], both[b, 1, :, :n])
+    for lo in range(0, len(order), batch_size):
+        chunk = order[lo : lo + batch_size]
+        both = read([id_seqs[i] for i in chunk])
+        for b, i in enumerate(chunk):
+            n = len(id_seqs[i])
+            results[i] = (both[b, 0, :, :n], both[b, 1, :, :n])
     return results
 
 

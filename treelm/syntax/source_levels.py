@@ -57,6 +57,7 @@ from treelm.syntax.levels import (
     DIRECTIONS,
     SentenceLevels,
     _eval_mode,
+    batched_levels,
     master_gate_layers,
 )
 from treelm.text.vocab import Vocab
@@ -101,29 +102,20 @@ def compute_source_levels(
         NoMasterGatesError, TreelmError: see :func:`encoder_layers`.
     """
     layers = encoder_layers(model, direction)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     stack, rows = DIRECTIONS.index(direction), [k - 1 for k in layers]
     device = next(model.parameters()).device
-    L = len(rows)
-    results = [(np.zeros((L, 0), np.float32), np.zeros((L, 0), np.float32)) for _ in id_seqs]
-    order = sorted((i for i, s in enumerate(id_seqs) if len(s)), key=lambda i: -len(id_seqs[i]))
+
+    def read(chunk: list[Sequence[int]]) -> np.ndarray:
+        grid = np.full((len(chunk), len(chunk[0]) + 1), pad, dtype=np.int64)  # pad after <eos>
+        for b, ids in enumerate(chunk):
+            grid[b, : len(ids)] = ids
+            grid[b, len(ids)] = eos
+        aux = model.encoder_features(torch.from_numpy(grid).to(device))[stack].aux
+        both = torch.stack([torch.stack([aux[r][key] for r in rows]) for key in ("df", "di")])
+        return both.permute(3, 0, 1, 2).float().cpu().numpy()              # (B, 2, L, S)
+
     with _eval_mode(model):
-        for lo in range(0, len(order), batch_size):
-            chunk = order[lo : lo + batch_size]
-            B, S = len(chunk), len(id_seqs[chunk[0]]) + 1
-            grid = np.full((B, S), pad, dtype=np.int64)        # right padding after <eos>
-            for b, i in enumerate(chunk):
-                n = len(id_seqs[i])
-                grid[b, :n] = id_seqs[i]
-                grid[b, n] = eos
-            aux = model.encoder_features(torch.from_numpy(grid).to(device))[stack].aux
-            both = torch.stack([torch.stack([aux[r][key] for r in rows]) for key in ("df", "di")])
-            both = both.permute(3, 0, 1, 2).float().cpu().numpy()        # (B, 2, L, S)
-            for b, i in enumerate(chunk):
-                n = len(id_seqs[i])
-                results[i] = (both[b, 0, :, :n], both[b, 1, :, :n])
-    return results
+        return batched_levels(id_seqs, len(rows), batch_size, read)
 
 
 def source_sentence_levels(
