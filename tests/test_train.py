@@ -379,3 +379,19 @@ def test_three_file_route_from_the_command_line(tmp_path, root, capsys):
                  f"data.valid={tmp_path / 'va.txt'}", f"data.test={tmp_path / 'te.txt'}"]) == 0
     assert "file:" not in (run / "config.yaml").read_text()
     assert main(["eval", str(run), "--split", "test"]) == 0
+
+
+def test_float_written_without_a_dot_is_a_float() -> None:
+    """YAML 1.1 (PyYAML) reads ``1e-3`` as a string; a float field takes it as the number it
+    spells, in a config file and in a ``key=value`` override alike, and text stays an error."""
+    from treelm.config import apply_overrides, parse_section
+    from treelm.errors import ConfigError
+    from treelm.train.config import TrainConfig
+
+    cfg = apply_overrides({"train": {"lr": "5e-4"}}, ["train.clip=2E+1"])
+    tc = parse_section(TrainConfig, cfg["train"], "train")
+    assert tc.lr == 5e-4 and isinstance(tc.lr, float) and tc.clip == 20.0
+    with pytest.raises(ConfigError, match="train.lr = 'fast': expected a finite number"):
+        parse_section(TrainConfig, {"lr": "fast"}, "train")
+    with pytest.raises(ConfigError, match="train.lr"):
+        parse_section(TrainConfig, {"lr": "inf"}, "train")

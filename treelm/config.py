@@ -126,6 +126,8 @@ def _typed(key: str, v: Any, tp: Any) -> Any:
         if isinstance(v, int) and not isinstance(v, bool):
             return v
     elif tp is float:
+        if isinstance(v, str):
+            v = _float_text(v)      # YAML 1.1 reads 1e-3 (no dot) as a string
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             return float(v)
     elif tp is str:
@@ -146,6 +148,14 @@ def _typed(key: str, v: Any, tp: Any) -> Any:
     elif origin is dict or tp is dict:
         want = "a mapping, e.g. {key: value}"
     raise ConfigError(f"{key} = {v!r}: expected {want}")
+
+
+def _float_text(v: str) -> float | str:
+    """``v`` as a float when it is written as one (``1e-3``, ``2E+4``), else ``v`` unchanged."""
+    try:
+        return float(v.strip())
+    except ValueError:
+        return v
 
 
 def _check_rule(key: str, v: Any, rule: Any) -> None:
