@@ -23,9 +23,9 @@ TEMPLATES = [
     ("atis_flight", f"i want to fly from {FROM} to {TO} on {DAY}"),
     ("atis_flight", f"list {{airline_name}} flights to {TO} in the {TIME}"),
     ("atis_flight", f"flights from {FROM} to {TO} {DATE} {TIME}"),
-    ("atis_airfare", f"what is the cheapest fare from {FROM} to {TO}"),
+    ("atis_airfare", f"what is the lowest fare going from {FROM} to {TO}"),
     ("atis_airfare", f"how much is a ticket to {TO} on {DAY}"),
-    ("atis_ground_service", "what ground transportation is there in {city_name}"),
+    ("atis_ground_service", "which ground transport can i get in {city_name}"),
     ("atis_ground_service", f"is there a limousine service in {{city_name}} {DATE}"),
 ]
 VALUES = {"city_name": CITIES, "depart_date.date_relative": DATES,
