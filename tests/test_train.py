@@ -228,11 +228,16 @@ def test_config_errors(tmp_path, root, capsys):
     assert "/no/such.txt: no such file" in capsys.readouterr().err
 
 
-def test_runs_of_the_previous_layout_load_and_resume_exactly(tmp_path, root, capsys):
+def test_runs_of_the_previous_layout_load_and_resume_exactly(tmp_path, root, capsys,
+                                                            monkeypatch):
     """A run written by commit 4562731 (before the Task seam: ``decoder.*`` weights, a
     vocabulary with a level, a flat trainer state) evaluates, generates and resumes to the same
     curve as a run of today's code."""
     os.chdir(root)
+    # that run was trained on the Python fused ON-LSTM path; the C++ loop (the CPU default since)
+    # rounds its float32 gates differently in the last bits, and the curves are compared to 6
+    # digits, so today's runs here take the same path
+    monkeypatch.setenv("TREELM_CXX", "0")
     import shutil
 
     old = tmp_path / "old"
