@@ -16,7 +16,8 @@ step forward, as many backward) as on the products, and at batch 1 (evaluating a
 dispatch alone dominated. Here a step is one recurrent product through ATen plus one pass per
 batch row over that row's gates (``csrc/onlstm.cpp``), rows split between threads by
 ``at::parallel_for``; the backward step likewise, with the weight gradient ``δU = Σ_t δz_tᵀ
-h_{t-1}`` left to one GEMM after the loop, as in the Python path.
+h_{t-1}`` left to one GEMM after the loop, as in the Python path. Each row is computed by one
+thread in a fixed order, so the gate math's results do not depend on the thread count.
 
 The recurrent products run on the backend :mod:`treelm.kernels.gemm` measured fastest for their
 shape (``torch.mm``, MKL packed, oneDNN packed): the C++ loop calls the same ops on the weight
