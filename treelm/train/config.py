@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from treelm.config import parse_section
 from treelm.errors import ConfigError
+from treelm.kernels.precision import PRECISIONS
 
 SCHEDULES = ("constant", "plateau", "linear_time")
 
@@ -38,6 +39,9 @@ class TrainConfig:
     device: str = "auto"             # auto | cpu | cuda
     deterministic: bool = False      # CUDA: deterministic kernels, so a resume is exact there too
     progress_seconds: float = 30.0   # without a terminal: a progress line this often
+    precision: str = "auto"          # fp32 | bf16 | auto: bf16 mixed precision where this
+                                     # machine multiplies bfloat16 natively (measured once)
+    max_units: int | None = None     # stop after this many training units (tokens, examples)
 
     RULES: ClassVar[dict[str, Any]] = {
         "optimizer": ("sgd", "ntasgd", "adam"), "lr": "> 0", "weight_decay": ">= 0",
@@ -46,7 +50,7 @@ class TrainConfig:
         "lr_decay": "(0, 1]", "patience": ">= 1", "min_lr_frac": "[0, 1]", "max_minutes": "> 0",
         "eval_every_minutes": "> 0", "save_every_minutes": ">= 0", "save_every_batches": ">= 1",
         "log_interval": ">= 1", "threads": ">= 1", "device": ("auto", "cpu", "cuda"),
-        "progress_seconds": "> 0"}
+        "progress_seconds": "> 0", "precision": PRECISIONS, "max_units": ">= 1"}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, others: tuple[str, ...] = ()) -> TrainConfig:

@@ -27,7 +27,7 @@ from torch import nn
 
 from treelm.config import dump_config
 from treelm.errors import TreelmError
-from treelm.kernels import gemm
+from treelm.kernels import gemm, precision
 from treelm.rundir.checkpoint import (
     load_trainer_state,
     load_weights,
@@ -83,8 +83,10 @@ class Trainer:
         self.metrics = MetricsLog(files)
         if resume:
             self._restore()
+            self.choice = self._choose_precision(resumed=True)
         else:
-            self._start()
+            self.choice = self._choose_precision(resumed=False)
+            self._start()       # its step-0 checkpoint records the precision
 
     def _start(self) -> None:
         """Make the run directory with its config, tables and a step-0 checkpoint, so that a
@@ -106,6 +108,24 @@ class Trainer:
                                   f"({e.strerror or e})") from None
             raise
 
+    def _choose_precision(self, resumed: bool) -> precision.Choice:
+        """fp32 or bf16 for this run: ``train.precision``, ``auto`` measured once per process
+        (:mod:`treelm.kernels.precision`); a resume keeps what the run started with unless the
+        config now names another precision outright."""
+        asked, saved = self.tc.precision, self.s.precision if resumed else ""
+        if saved and asked in ("auto", saved):
+            choice = precision.Choice(str(self.device), saved, "the run's precision, kept on "
+                                      "resume")
+        else:
+            choice = precision.resolve(asked, self.device)
+            if saved:
+                self.tell(f"treelm: precision {saved} -> {choice.precision} "
+                          f"(train.precision={asked})")
+        self.s.precision = choice.precision
+        self.autocast = lambda: precision.autocast(choice.precision, self.device)
+        self.say(f"treelm: precision {choice.precision} ({choice.reason})")
+        return choice
+
     # ---------------------------------------------------------------- state
     def save(self, best: bool = False) -> None:
         self.s.metrics_bytes = self.metrics.nbytes
@@ -117,7 +137,8 @@ class Trainer:
                  "gemm": gemm.measurements()}     # a resume chooses the same GEMM backends
         if self.dist.main:
             save_checkpoint(self.files.path, self.model, state, self.signature, best,
-                            self.averager if self.averager.active else None)
+                            self.averager if self.averager.active else None,
+                            precision=self.s.precision or None)
         D.barrier(self.dist)
 
     def _restore(self) -> None:
@@ -162,12 +183,16 @@ class Trainer:
 
     def validate(self) -> Evaluation:
         self.averager.swap()
-        ev = self.task.evaluate(self.model, "valid")
-        self.averager.swap()
+        try:
+            with self.autocast():
+                ev = self.task.evaluate(self.model, "valid")
+        finally:
+            self.averager.swap()
         return ev
 
     def out_of_time(self) -> bool:
-        return bool(self.tc.max_minutes) and self.s.elapsed >= 60.0 * self.tc.max_minutes
+        return (bool(self.tc.max_minutes) and self.s.elapsed >= 60.0 * self.tc.max_minutes) or (
+            bool(self.tc.max_units) and self.s.tokens >= self.tc.max_units)
 
     def _improved(self, ev: Evaluation) -> bool:
         if ev.badness < self.s.best:
@@ -190,7 +215,8 @@ class Trainer:
             return {"interrupted": True, "step": self.s.step, "elapsed": self.s.elapsed}
         s = self.s
         summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
-                   "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1}
+                   "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1,
+                   "precision": s.precision}
         if self.dist.enabled:
             # every rank's weights, hashed: DDP must have kept them identical
             h = hashlib.sha256()
@@ -218,7 +244,9 @@ class Trainer:
                 ev = self.validate()
                 improved = self._improved(ev)
                 self.event("valid", **ev.scores, budget_end=True)
-                self.say(f"| budget of {tc.max_minutes} min reached | {_scores(ev, 'valid')}")
+                timed = tc.max_minutes and s.elapsed >= 60 * tc.max_minutes
+                spent = f"{tc.max_minutes} min" if timed else f"{tc.max_units:,} units"
+                self.say(f"| budget of {spent} reached | {_scores(ev, 'valid')}")
                 self.save(best=improved)
                 return stop
             ev = self.validate()
@@ -262,7 +290,8 @@ class Trainer:
                 for g in self.optimizer.param_groups:
                     g["lr"] = lr
                 self.optimizer.zero_grad(set_to_none=True)
-                out = self.task.loss(self.net, batch)
+                with self.autocast():       # forward and loss; backward follows autocast's casts
+                    out = self.task.loss(self.net, batch)
                 out.loss.backward()
                 if tc.clip:
                     nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip)
