@@ -35,7 +35,7 @@ from treelm.rundir.checkpoint import (
     save_checkpoint,
 )
 from treelm.rundir.files import MetricsLog, RunFiles, atomic_write_text
-from treelm.tasks.base import Evaluation
+from treelm.tasks.base import Batch, Evaluation
 from treelm.train import distributed as D
 from treelm.train.builders import (
     absolute_data_paths,
@@ -274,6 +274,20 @@ class Trainer:
             self.save(best=improved)
         return None
 
+    def step(self, batch: Batch, lr: float) -> float:
+        """One optimisation step on ``batch`` at rate ``lr``; returns the logged loss."""
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():       # forward and loss; the backward follows autocast's casts
+            out = self.task.loss(self.net, batch)
+        out.loss.backward()
+        if self.tc.clip:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip)
+        self.optimizer.step()
+        self.averager.update()
+        return out.value.item()
+
     def _epoch(self) -> str | None:
         """One (rest of an) epoch; returns "budget" or "interrupted" when it stops early."""
         tc, s, world = self.tc, self.s, self.dist.world
@@ -287,18 +301,8 @@ class Trainer:
         try:
             for batch in self.task.batches():
                 lr = self.lr_now() * batch.lr_scale
-                for g in self.optimizer.param_groups:
-                    g["lr"] = lr
-                self.optimizer.zero_grad(set_to_none=True)
-                with self.autocast():       # forward and loss; backward follows autocast's casts
-                    out = self.task.loss(self.net, batch)
-                out.loss.backward()
-                if tc.clip:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip)
-                self.optimizer.step()
-                self.averager.update()
+                value = self.step(batch, lr)
                 units = batch.size * world
-                value = out.value.item()
                 s.step += 1
                 s.tokens += units
                 s.epoch_loss += value * units
