@@ -195,3 +195,22 @@ def test_max_units_stops_the_loop(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 1000 <= summary["tokens"] < 1000 + 2000      # stops at the first batch past it
     assert summary["precision"] in ("fp32", "bf16")
+
+
+def test_linear_units_schedule_decays_over_the_unit_budget(tmp_path, capsys):
+    os.chdir(ROOT)
+    run = tmp_path / "run"
+    assert main(["train", "--config", "configs/tiny-lm.yaml", "--out", str(run),
+                 "train.max_units=3000", "train.epochs=5", "train.lr_schedule=linear_units",
+                 "train.min_lr_frac=0.1", "train.log_interval=1", "train.lr=0.01",
+                 "train.variable_bptt=false"]) == 0
+    from treelm.rundir.files import read_metrics
+    rows = [(m["tokens"], m["lr"]) for m in read_metrics(run) if m["event"] == "train"]
+    # lr_t = lr·(1 − 0.9·units_before_t / 3000): the units seen before each step set its rate
+    prev = 0
+    for tokens, lr in rows:
+        assert lr == pytest.approx(0.01 * (1 - 0.9 * min(1.0, prev / 3000)))
+        prev = tokens
+    assert main(["train", "--config", "configs/tiny-lm.yaml", "--out", str(tmp_path / "x"),
+                 "train.lr_schedule=linear_units"]) == 2
+    assert "needs train.max_units" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from treelm.config import parse_section
 from treelm.errors import ConfigError
 from treelm.kernels.precision import PRECISIONS
 
-SCHEDULES = ("constant", "plateau", "linear_time")
+SCHEDULES = ("constant", "plateau", "linear_time", "linear_units")
 
 
 @dataclass
@@ -25,10 +25,10 @@ class TrainConfig:
     clip: float = 0.25               # max global gradient norm; 0 = off
     epochs: int = 1
     nonmono: int = 5                 # NT-ASGD patience, in evaluations
-    lr_schedule: str = "constant"    # constant | plateau | linear_time
+    lr_schedule: str = "constant"    # constant | plateau | linear_time | linear_units
     lr_decay: float = 0.5            # plateau: multiply lr by this after `patience` bad evals
     patience: int = 1
-    min_lr_frac: float = 0.0         # linear_time: final lr as a fraction of lr
+    min_lr_frac: float = 0.0         # linear_*: final lr as a fraction of lr
     max_minutes: float | None = None     # wall-time budget (training + evaluation)
     eval_every_minutes: float | None = None  # extra validations inside an epoch (a curve)
     save_every_minutes: float = 5.0
@@ -58,6 +58,8 @@ class TrainConfig:
         tc = parse_section(cls, d, "train", others)
         if tc.lr_schedule == "linear_time" and not tc.max_minutes:
             raise ConfigError("train.lr_schedule = 'linear_time' needs train.max_minutes")
+        if tc.lr_schedule == "linear_units" and not tc.max_units:
+            raise ConfigError("train.lr_schedule = 'linear_units' needs train.max_units")
         if (tc.momentum or tc.nesterov) and tc.optimizer != "sgd":
             raise ConfigError(f"train.momentum and train.nesterov are options of "
                               f"train.optimizer = 'sgd', not {tc.optimizer!r}")

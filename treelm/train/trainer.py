@@ -176,10 +176,13 @@ class Trainer:
 
     # ---------------------------------------------------------------- loop
     def lr_now(self) -> float:
-        if self.tc.lr_schedule == "linear_time":
+        if self.tc.lr_schedule == "linear_time":        # over the wall-time budget
             frac = min(1.0, self.s.elapsed / (60.0 * self.tc.max_minutes))
-            return self.s.base_lr * (1.0 - (1.0 - self.tc.min_lr_frac) * frac)
-        return self.s.base_lr
+        elif self.tc.lr_schedule == "linear_units":     # over the budget in units: the same
+            frac = min(1.0, self.s.tokens / self.tc.max_units)   # curve on any machine
+        else:
+            return self.s.base_lr
+        return self.s.base_lr * (1.0 - (1.0 - self.tc.min_lr_frac) * frac)
 
     def validate(self) -> Evaluation:
         self.averager.swap()
