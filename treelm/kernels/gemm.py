@@ -60,6 +60,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from treelm.kernels.precision import autocasting
+
 __all__ = [
     "BACKENDS",
     "ENV_VAR",
@@ -541,7 +543,7 @@ def linear(a: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     autocast's ``F.linear`` with the result returned in float32."""
     if weight.dim() != 2 or a.dim() < 2:
         return F.linear(a, weight, bias)
-    if a.dtype != torch.float64 and torch.is_autocast_enabled(a.device.type):
+    if a.dtype != torch.float64 and autocasting(a.device.type):
         # mixed precision: autocast's product (bfloat16 operands, float32 accumulation), its
         # result brought back to float32 so that what the caller does with it (gates, state)
         # stays in float32 (treelm.kernels.precision)

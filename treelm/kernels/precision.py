@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -127,14 +127,10 @@ def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractC
     return contextlib.nullcontext()
 
 
-@contextlib.contextmanager
-def full_precision(device_type: str) -> Iterator[None]:
-    """Autocast off for a block (a reduction or softmax that must stay float32 on its inputs)."""
-    if torch.is_autocast_enabled(device_type):
-        with torch.autocast(device_type, enabled=False):
-            yield
-    else:
-        yield
+def autocasting(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` (``False`` for types it does not know, e.g.
+    ``meta``, where asking raises)."""
+    return device_type in ("cpu", "cuda", "xpu", "mps") and torch.is_autocast_enabled(device_type)
 
 
 def up(t: torch.Tensor) -> torch.Tensor:
