@@ -52,19 +52,34 @@ def _compare(fn, params) -> None:
 
 def test_auto_takes_fp32_without_native_bf16():
     """A machine whose bfloat16 products are emulated (slower than float32) trains in fp32."""
-    slow = precision.measure("cpu", timer=lambda dt, dev: 250.0 if dt == torch.bfloat16 else 10.0)
+    shapes = []
+
+    def emulated(dt, dev, shape):
+        shapes.append(shape)
+        return 250.0 if dt == torch.bfloat16 else 10.0
+
+    slow = precision.measure("cpu", timer=emulated)
     assert slow.precision == "fp32" and "not" in slow.reason
     assert slow.bf16_ms == 250.0 and slow.fp32_ms == 10.0
+    assert set(shapes) == {precision.PROBE}     # clearly emulated: the small product told
 
 
 def test_auto_takes_bf16_where_it_is_native():
-    fast = precision.measure("cpu", timer=lambda dt, dev: 4.0 if dt == torch.bfloat16 else 10.0)
-    assert fast.precision == "bf16" and "native" in fast.reason
+    def native(dt, dev, shape):       # as fast on the probe, faster on the product that counts
+        if shape == precision.PROBE:
+            return 1.0
+        return 4.0 if dt == torch.bfloat16 else 10.0
+
+    fast = precision.measure("cpu", timer=native)
+    assert fast.precision == "bf16" and "native" in fast.reason and fast.bf16_ms == 4.0
+    close = precision.measure("cpu", timer=lambda dt, dev, shape: 9.0 if dt == torch.bfloat16
+                              else 10.0)
+    assert close.precision == "fp32"      # 1.1× is not worth bfloat16's rounding
 
 
 def test_auto_on_old_gpus_is_fp32(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    assert precision.measure("cuda", timer=lambda dt, dev: 1.0).precision == "fp32"
+    assert precision.measure("cuda", timer=lambda dt, dev, shape: 1.0).precision == "fp32"
 
 
 def test_auto_is_measured_once_per_process():

@@ -32,6 +32,7 @@ import torch
 PRECISIONS = ("fp32", "bf16", "auto")
 MIN_SPEEDUP = 1.3        # bf16 must beat float32 by this factor for `auto` to take it
 SHAPE = (256, 512, 1024)  # (M, K, N): rows × width → gates (a layer's, an output layer's slice)
+PROBE = (64, 256, 256)    # a first, cheap look: an emulated bfloat16 is many times slower already
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,16 @@ class Choice:
         return asdict(self)
 
 
-def _time_product(dtype: torch.dtype, device: torch.device, repeats: int = 5) -> float:
-    """Median milliseconds of one (M, K) · (K, N) product in ``dtype`` on ``device``."""
-    m, k, n = SHAPE
+def _time_product(dtype: torch.dtype, device: torch.device, shape: tuple[int, int, int],
+                  repeats: int = 10, budget_s: float = 0.3) -> float:
+    """Fastest of up to ``repeats`` timed (M, K) · (K, N) products in ``dtype`` on ``device``, in
+    milliseconds (the minimum: other work on the machine only ever adds time), within about
+    ``budget_s`` seconds."""
+    m, k, n = shape
     g = torch.Generator(device="cpu").manual_seed(0)
     a = torch.randn(m, k, generator=g).to(device=device, dtype=dtype)
     b = torch.randn(k, n, generator=g).to(device=device, dtype=dtype)
-    times = []
+    best, start = float("inf"), time.perf_counter()
     for i in range(repeats + 1):
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -63,19 +67,21 @@ def _time_product(dtype: torch.dtype, device: torch.device, repeats: int = 5) ->
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         if i:                  # the first call warms caches and may pick a kernel
-            times.append(time.perf_counter() - t0)
-            if times[-1] > 0.05:   # an emulated product: one slow call says enough
+            best = min(best, time.perf_counter() - t0)
+            if time.perf_counter() - start > budget_s:
                 break
-    return 1e3 * sorted(times)[len(times) // 2]
+    return 1e3 * best
 
 
-Measure = Callable[[torch.dtype, torch.device], float]
+Measure = Callable[[torch.dtype, torch.device, tuple[int, int, int]], float]
 _CHOICES: dict[str, Choice] = {}
 
 
 def measure(device: torch.device | str, timer: Measure | None = None) -> Choice:
     """``auto``'s choice for ``device``: measured once per process and device (``timer`` replaces
-    the timing, for tests: ``timer(dtype, device) -> ms``)."""
+    the timing, for tests: ``timer(dtype, device, (M, K, N)) -> ms``). A small product is timed
+    first: where bfloat16 is more than twice as slow there it is emulated, and the choice is
+    made without timing the larger one (a fraction of a second instead of one)."""
     device = torch.device(device)
     key = str(device)
     if timer is None and key in _CHOICES:
@@ -87,16 +93,21 @@ def measure(device: torch.device | str, timer: Measure | None = None) -> Choice:
     else:
         time_it = timer or _time_product
         with torch.no_grad():
-            f32 = time_it(torch.float32, device)
-            b16 = time_it(torch.bfloat16, device)
+            shape = PROBE
+            f32 = time_it(torch.float32, device, shape)
+            b16 = time_it(torch.bfloat16, device, shape)
+            if f32 / b16 >= 0.5:        # not clearly emulated: time the product that counts
+                shape = SHAPE
+                f32 = time_it(torch.float32, device, shape)
+                b16 = time_it(torch.bfloat16, device, shape)
         speedup = f32 / b16
         native = speedup >= MIN_SPEEDUP
+        m, k, n = shape
         choice = Choice(key, "bf16" if native else "fp32",
                         f"bfloat16 products {speedup:.2f}× float32 "
-                        f"({b16:.2f} vs {f32:.2f} ms for {SHAPE[0]}×{SHAPE[1]}·{SHAPE[1]}×"
-                        f"{SHAPE[2]}); " + ("native: bf16" if native else
-                                           f"not {MIN_SPEEDUP}× faster: fp32"),
-                        round(f32, 3), round(b16, 3))
+                        f"({b16:.3g} vs {f32:.3g} ms for {m}×{k}·{k}×{n}); " +
+                        ("native: bf16" if native else f"not {MIN_SPEEDUP}× faster: fp32"),
+                        round(f32, 4), round(b16, 4))
     if timer is None:
         _CHOICES[key] = choice
     return choice
