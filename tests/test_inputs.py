@@ -250,3 +250,21 @@ def test_eval_data_translation_equals_the_split_and_the_benchmark(bpe_translatio
     _same_scores(data, gz)
     alpha = _eval(capsys, run, "--data", stem, "--beam", "5", "--alpha", "1.0")
     assert alpha["alpha"] == 1.0 and alpha["sentences"] == 40
+
+
+def test_a_real_pipe_is_read_as_bytes_and_checked_line_by_line(bpe_translation_run, treelm_cmd):
+    """stdin as a process gets it (a byte pipe, not a Python text stream): translated line by
+    line; a line that is not UTF-8 is one line on stderr naming it."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ok = subprocess.run([*treelm_cmd, "translate", str(bpe_translation_run), "--beam", "1"],
+                        input="Der Hund läuft.\n\nDer Mann.\n".encode(), capture_output=True,
+                        env=env, timeout=300)
+    assert ok.returncode == 0 and ok.stdout.decode().count("\n") == 3, ok.stderr
+    bad = subprocess.run([*treelm_cmd, "translate", str(bpe_translation_run), "--beam", "1"],
+                         input=b"Der Hund.\n\xff\xfe\n", capture_output=True, env=env,
+                         timeout=300)
+    assert bad.returncode == 2
+    assert bad.stderr.decode().strip().startswith("treelm: error: stdin:2: not UTF-8 text")
