@@ -129,6 +129,17 @@ def test_require_text_holds_blank_lines_until_text_comes():
         list(require_text(["", "  "], "stdin"))
 
 
+def test_file_lines_split_at_newlines_only(tmp_path):
+    from treelm.text.inputs import file_lines, input_lines
+
+    f = tmp_path / "in.txt"
+    f.write_bytes("a\u2028b\r\n\x0cc\n\nd".encode())
+    assert file_lines(str(f)) == ["a\u2028b", "\x0cc", "", "d"]
+    f.write_text("\n \n")
+    with pytest.raises(NoInputError, match=f"no input: {f} is empty"):
+        input_lines(str(f))
+
+
 def test_stdin_lines_name_the_bad_line():
     class Raw(io.StringIO):
         buffer = io.BytesIO(b"ok\nfine\n\xff bad\n")

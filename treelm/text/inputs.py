@@ -44,7 +44,12 @@ def file_lines(path: str) -> list[str]:
     """The lines of a UTF-8 file (line ends removed); one-line errors naming the file."""
     if not Path(path).exists():
         raise TreelmError(f"{path}: no such file")
-    return read_text(path, "file").splitlines()
+    # split at newlines only (str.splitlines also splits at U+2028, form feeds, …: the output
+    # would no longer be aligned with the file's lines)
+    lines = read_text(path, "file").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln.rstrip("\r") for ln in lines]
 
 
 def stdin_lines(stream: TextIO | None = None) -> Iterator[str]:
