@@ -28,10 +28,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from treelm.errors import TreelmError, decode_text, read_text
 from treelm.text.vocab import UNK_POLICIES, UnknownSymbolError, check_unk_policy
+
+if TYPE_CHECKING:
+    import argparse
 
 SHOWN = 10          # unknown symbols named in a message
 
@@ -113,10 +116,9 @@ def unk_help(what: str = "symbol") -> str:
             "them on stderr; error stops with one line naming the input line")
 
 
-def add_unk_option(p: object, what: str = "symbol") -> None:
-    """``--unk map|error`` on an argparse parser, with the one default and help text."""
-    p.add_argument("--unk", choices=UNK_POLICIES, default="map",   # type: ignore[attr-defined]
-                   help=unk_help(what))
+def add_unk_option(p: argparse.ArgumentParser, what: str = "symbol") -> None:
+    """``--unk map|error`` on a verb's parser, with the one default and help text."""
+    p.add_argument("--unk", choices=UNK_POLICIES, default="map", help=unk_help(what))
 
 
 def shown(symbols: Sequence[str]) -> str:
