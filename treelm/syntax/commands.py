@@ -55,6 +55,8 @@ PARSE_EPILOG = """examples:
 
 EVAL_EPILOG = """examples:
   treelm eval-parse runs/onlstm --treebank nltk --max-len 10           # WSJ10 of the NLTK sample
+  treelm eval-parse runs/onlstm --treebank nltk-dev --json             # choose the layer here...
+  treelm eval-parse runs/onlstm --treebank nltk-test --layer 2         # ...and report it here
   treelm eval-parse runs/onlstm --treebank ptb/wsj/23 --json           # WSJ test, all lengths
   treelm eval-parse --baseline all --treebank nltk --max-len 10        # no model needed
 """
@@ -231,12 +233,14 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     if args.run_dir is not None:
         run, available = _open_run(args)
         layers = parse_layer(args.layer or "all", available)
+    chosen = set(args.baseline or ["all"])
     if args.no_baselines:
         names = []
-    elif not args.baseline or "all" in args.baseline:
-        names = list(BASELINE_NAMES.values())
+    elif "all" in chosen:
+        names = [*BASELINE_NAMES.values(), f"random_levels_{args.style}"]
     else:
-        names = [BASELINE_NAMES[b] for b in args.baseline]
+        names = [BASELINE_NAMES[b] for b in sorted(chosen - {"control"})]
+        names += [f"random_levels_{args.style}"] * ("control" in chosen)
     report = parsing_report(args.treebank, args.max_len, run=run, layers=layers,
                             checkpoint=args.checkpoint, style=args.style, baselines=names,
                             seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk)
@@ -260,15 +264,19 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
         epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (optional with --baseline)")
-    p.add_argument("--treebank", required=True, metavar="PATH|nltk",
-                   help=".mrg file, directory of .mrg files, glob, or 'nltk' (the NLTK WSJ "
-                   "sample found through NLTK_DATA; nothing is downloaded)")
+    p.add_argument("--treebank", required=True, metavar="nltk-dev|nltk-test|nltk|PATH",
+                   help="'nltk' (the NLTK WSJ sample found through NLTK_DATA; nothing is "
+                   "downloaded), 'nltk-dev' or 'nltk-test' (its files wsj_0001-0099, to choose "
+                   "a layer on, or wsj_0100-0199, to report on), or a .mrg file, directory of "
+                   ".mrg files or glob")
     p.add_argument("--max-len", type=int,
                    help="keep sentences of at most this many words after preprocessing "
                    "(default: all)")
     p.add_argument("--layer", metavar="K|all", help="layer(s) to score (default all)")
-    p.add_argument("--baseline", action="append", choices=[*BASELINE_NAMES, "all"],
-                   help="baseline(s) to score (repeatable; default with RUN_DIR: all)")
+    p.add_argument("--baseline", action="append", choices=[*BASELINE_NAMES, "control", "all"],
+                   help="baseline(s) to score (repeatable; default with RUN_DIR: all): left-, "
+                   "right-branching, balanced, random trees, and control: random levels "
+                   "through the --style rule, what the rule gives by itself")
     p.add_argument("--no-baselines", action="store_true", help="score the model only")
     p.add_argument("--seeds", type=int, default=5,
                    help="random-tree runs, seeds 0..N-1 (default 5): mean±std")
