@@ -230,7 +230,8 @@ def score_run(args: argparse.Namespace, run: Path, gate: str, seed: int,
     trees = {rule: {str(k): lv.tree(k, rule) for k in lv.layers} for rule in RULES}
     return {"gate": gate, "seed": seed, "run_dir": str(run), "checkpoint": "best",
             "tokens": done["tokens"], "minutes": round(done["elapsed"] / 60, 3),
-            "epochs": done.get("epochs"), "best_valid_ppl": done.get("best_valid_ppl"),
+            "epochs": done.get("epochs"), "precision": done.get("precision"),
+            "best_valid_ppl": done.get("best_valid_ppl"),
             "best_valid_loss": done.get("best_valid_loss"), "scores": scores,
             "curve": curve(run), "example_trees": trees, "machine": machine_info()}
 
