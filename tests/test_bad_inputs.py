@@ -21,6 +21,7 @@ TRAIN = ["train", "--config", "configs/tiny-lm.yaml", "--out", "{out}", "--quiet
 TAGGING = ["train", "--config", "configs/tiny-tagging.yaml", "--out", "{out}", "--quiet"]
 LOGIC = ["train", "--config", "configs/tiny-logic.yaml", "--out", "{out}", "--quiet"]
 FILES = ["data.source=files", "data.test={tmp}/pairs.txt"]
+LISTOPS = ["train", "--config", "configs/tiny-listops.yaml", "--out", "{out}", "--quiet"]
 TRANSL = ["train", "--config", "configs/tiny-translation.yaml", "--out", "{out}", "--quiet"]
 
 CASES: list[tuple[Any, ...]] = [
@@ -118,6 +119,12 @@ CASES: list[tuple[Any, ...]] = [
     ("logic-empty-dir", [*LOGIC, *FILES, "data.train={tmp}"], "a directory without train0"),
     ("logic-mlp-size", [*LOGIC, "model.mlp_size=0"], "model.mlp_size = 0"),
     ("logic-lm-keys", [*LOGIC, "train.bptt=35"], "unknown train options ['bptt']"),
+    # ---------------------------------------------------------------- train: ListOps
+    ("listops-args", [*LISTOPS, "data.max_args=1"], "data.max_args = 1: must be at least 2"),
+    ("listops-pool", [*LISTOPS, "model.pool=max"], "model.pool = 'max': choose one of"),
+    ("listops-label", [*LISTOPS, "data.source=files", "data.train={tmp}/wrong.txt",
+                       "data.test={tmp}/wrong.txt"],
+     "wrong.txt:1: expected 'label<TAB>expression', got 3"),
     # ---------------------------------------------------------------- train: translation
     ("tr-synthetic", [*TRANSL, "data.synthetic=rot13"], "data.synthetic = 'rot13'"),
     ("tr-dir-and-synthetic", [*TRANSL, "data.dir={tmp}"], "contradict each other"),
