@@ -21,16 +21,17 @@ be exactly that bracketing) and without them (as Long Range Arena's copy has it)
 checked against the expression's value as it is read; a malformed line is a one-line
 :class:`~treelm.data.corpus.CorpusError` naming the file and the line.
 
-**Generator.** As the original's: the root is an operator; below it, a node at depth ``d`` (the
-root's arguments are at depth 2) is again an operator with probability ``p_op`` while
-``d ≤ max_depth`` (the original's ``VALUE_P`` is this probability, 0.25; its ``MAX_DEPTH`` is our
-``max_depth + 1``), else a uniform digit; an operator takes ``k ~ U{2 … max_args}`` arguments and
-is one of the four with equal chance. Expressions longer than ``max_length`` tokens (brackets not
-counted) are drawn again. Each split draws from its own stream, seeded by ``(seed, split)``, and
-keeps distinct expressions of its own share of all expressions: an expression belongs to test,
-valid or train by a hash of its text (1/10, 1/10, 8/10), so the splits never share one and a
-split does not change when another's size does. The test split may go deeper (``test_depth``)
-than train and valid, to measure generalisation to deeper nesting.
+**Generator.** As the original's, but for the root, always an operator here (the original's may be
+a bare digit); below it, a node at depth ``d`` (the root's arguments are at depth 2) is again an
+operator with probability ``p_op`` while ``d ≤ max_depth`` (the original's ``VALUE_P`` is this
+probability, 0.25; its ``MAX_DEPTH`` is our ``max_depth + 1``), else a uniform digit; an operator
+takes ``k ~ U{2 … max_args}`` arguments and is one of the four with equal chance. Expressions
+longer than ``max_length`` tokens (brackets not counted) are drawn again. Each split draws from its
+own stream, seeded by ``(seed, split)``, and keeps distinct expressions of its own share of all
+expressions: an expression belongs to test, valid or train by a hash of its text (1/10, 1/10,
+8/10), so the splits never share one and a split does not change when another's size does. The test
+split may go deeper (``test_depth``) than train and valid, to measure generalisation to deeper
+nesting.
 
 The ``data:`` section (:class:`ListOpsData`)::
 
