@@ -169,10 +169,3 @@ class Task:
         """Restore ``state_dict()``; ``same_shards`` is false when the number of processes
         changed, so that per-process carried state no longer applies."""
 
-
-@dataclass
-class TaskSpec:
-    """What a config names: the task class and its parsed options."""
-
-    cls: type[Task]
-    options: TaskOptions = field(default_factory=TaskOptions)
