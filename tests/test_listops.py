@@ -265,6 +265,20 @@ def test_tiny_run_learns_and_evaluates(listops_run, capsys):
     assert out["expressions"] == 200 and "acc_depth4" in out and "acc_deeper" in out
 
 
+def test_eval_data_scores_a_file_as_its_split(listops_run, tmp_path, capsys):
+    r = load_run(listops_run)
+    write_examples(tmp_path / "test.tsv", r.task.split("test"))
+    assert main(["eval", str(listops_run), "--split", "test"]) == 0
+    split = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["eval", str(listops_run), "--data", str(tmp_path / "test.tsv")]) == 0
+    data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    keys = [k for k in split if k == "accuracy" or k == "loss" or k.startswith("acc_")]
+    assert len(keys) > 4 and all(data[k] == pytest.approx(split[k]) for k in keys)
+    (tmp_path / "bad.tsv").write_text("3\t[MAX 2 9 ]\n")
+    assert main(["eval", str(listops_run), "--data", str(tmp_path / "bad.tsv")]) == 2
+    assert "bad.tsv:1: label 3, but the expression's value is 9" in capsys.readouterr().err
+
+
 def test_tiny_run_resumes_exactly(tmp_path):
     os.chdir(ROOT)
     ref, run = tmp_path / "ref", tmp_path / "run"

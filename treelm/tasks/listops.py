@@ -28,7 +28,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from treelm.data.listops import TOKENS, Example, ListOpsData, data_files, load_split
+from treelm.data.listops import (
+    TOKENS,
+    Example,
+    ListOpsData,
+    data_files,
+    load_split,
+    read_examples,
+)
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
 from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
@@ -49,6 +56,7 @@ class ListOpsTask(ExampleTask):
     name = "listops"
     Options = ListOpsOptions
     PATH_KEYS = ListOpsData.PATH_KEYS
+    DATA_FORMAT = "a file of label<TAB>expression lines (the original ListOps TSV)"
     options: ListOpsOptions
 
     @classmethod
@@ -154,3 +162,12 @@ class ListOpsTask(ExampleTask):
             scores["acc_deeper"] = 100.0 * sum(deeper) / len(deeper)
         return Evaluation(scores, "accuracy", higher_is_better=True, size=len(xs),
                           unit="expressions")
+
+    def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
+                      **options: Any) -> Evaluation:
+        """The examples at ``path`` (the original TSV, labels checked as they are read), scored
+        as a split is."""
+        key = f"file:{path}"
+        self._splits[key] = read_examples(path)
+        self._ids.pop(key, None)
+        return self.evaluate(model, key, batch_size)
