@@ -76,8 +76,8 @@ function treeSvg(tree, tokens, unknown, style, layer) {
                          viewBox: `0 0 ${width} ${base + 24}` });
   for (const n of edges) {
     const y = yOf(n.h);
-    s.append(svg("path", { class: "edge", d: `M${n.kids[0].x},${y} H${n.kids[n.kids.length - 1].x}` }));
-    for (const k of n.kids) s.append(svg("path", { class: "edge", d: `M${k.x},${y} V${yOf(k.h)}` }));
+    s.append(svg("path", { class: "edge join", d: `M${n.kids[0].x},${y} H${n.kids[n.kids.length - 1].x}` }));
+    for (const k of n.kids) s.append(svg("path", { class: "edge stem", d: `M${k.x},${y} V${yOf(k.h)}` }));
   }
   tokens.forEach((t, i) => {
     const cls = unknown.includes(i) ? "leaf unk" : "leaf";
