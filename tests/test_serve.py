@@ -185,3 +185,19 @@ def test_serve_refuses_what_is_not_a_run(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("treelm: error:")
     assert main(["serve", str(tmp_path), "--port", "70000"]) == 2
+
+
+def test_the_latency_benchmark_runs_and_writes_where_told(tiny_runs, tmp_path, root):
+    """benchmarks/serve_latency.py on the tiny run, a few requests, to a path under tmp (the
+    recorded figure comes from a ptb-onlstm-cpu run, alone on the machine)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "latency.json"
+    subprocess.run([sys.executable, str(root / "benchmarks/serve_latency.py"),
+                    str(tiny_runs["lm"]), "--requests", "3", "--warmup", "1", "--out",
+                    str(out)], check=True, capture_output=True, timeout=300)
+    rec = json.loads(out.read_text())
+    assert rec["requests"] == 3 and rec["words"] == 20 and len(rec["sentence"].split()) == 20
+    assert 0 < rec["min_ms"] <= rec["median_ms"] <= rec["p95_ms"] <= rec["max_ms"]
+    assert rec["meets_target"] == (rec["median_ms"] <= 100)

@@ -153,12 +153,18 @@ class TreelmModel:
 
     @contextmanager
     def _calling(self, method: str) -> Iterator[None]:
-        """One call at a time, in the run's precision, without gradients."""
+        """One call at a time, in the run's precision, without gradients; an unknown symbol's
+        error names this API's ``unk`` argument."""
         import torch
 
+        from treelm.text.vocab import UnknownSymbolError
+
         self.require(method)
-        with self._lock, self.run.autocast(), torch.no_grad():
-            yield
+        try:
+            with self._lock, self.run.autocast(), torch.no_grad():
+                yield
+        except UnknownSymbolError as e:      # the library's hint names the verbs' option
+            raise UnknownSymbolError(str(e).replace("--unk map", "unk='map'")) from None
 
     def _source(self, direction: str) -> LevelSource:
         from treelm.syntax.levels import DIRECTIONS, level_source
