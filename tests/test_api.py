@@ -149,8 +149,9 @@ def test_translate_and_attention(models, tiny_runs, capsys, tmp_path):
     assert att.target == ["d", "c", "b", "a", "<eos>"]
     assert att.weights.shape == (1, 5, 5)
     assert att.weights.sum(-1) == pytest.approx(1, abs=1e-5)
+    assert att.text == "d c b a"
     own = m.attention("a b c d", beam=1)
-    assert own.target[:-1] == m.translate("a b c d", beam=1)[0].split()
+    assert own.text == m.translate("a b c d", beam=1)[0] and own.target[:-1] == own.text.split()
     with pytest.raises(TreelmError, match="'zz' not known"):
         m.translate(["a zz"])
     assert len(m.translate(["a zz"], unk="map")) == 1

@@ -36,7 +36,9 @@ def request(server, method: str, path: str, body: bytes | str | dict | None = No
         data = json.dumps(body).encode() if isinstance(body, dict) else body
         if isinstance(data, str):
             data = data.encode()
-        conn.request(method, path, body=data, headers=headers or {})
+        if headers is None:
+            headers = {"Content-Type": "application/json"} if method == "POST" else {}
+        conn.request(method, path, body=data, headers=headers)
         r = conn.getresponse()
         return r.status, r.getheader("Content-Type", ""), r.read()
     finally:
@@ -130,12 +132,14 @@ def test_bad_requests_get_one_message_and_the_server_goes_on(server, method, bod
 
 
 @pytest.mark.parametrize("method,path,body,headers,status", [
-    ("POST", "/api/parse", "{not json", {}, 400),
-    ("POST", "/api/parse", "[1, 2]", {}, 400),
-    ("POST", "/api/parse", b"\xff\xfe", {}, 400),
-    ("POST", "/api/parse", "x" * (MAX_BODY + 1), {}, 413),
+    ("POST", "/api/parse", "{not json", None, 400),
+    ("POST", "/api/parse", "[1, 2]", None, 400),
+    ("POST", "/api/parse", b"\xff\xfe", None, 400),
+    ("POST", "/api/parse", "x" * (MAX_BODY + 1), None, 413),
+    ("POST", "/api/parse", '{"run": "tiny-lm", "sentence": "the"}',
+     {"Content-Type": "text/plain"}, 415),
     ("GET", "/api/parse", None, {}, 405),
-    ("POST", "/api/runs", "{}", {}, 405),
+    ("POST", "/api/runs", "{}", None, 405),
     ("PUT", "/", "x", {}, 405),
     ("GET", "/../../etc/passwd", None, {}, 404),
     ("GET", "/static/../server.py", None, {}, 404),

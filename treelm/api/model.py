@@ -69,6 +69,7 @@ class Attention:
     weights: np.ndarray          # (layers, T, S)
     source: list[str]            # S source symbols, <eos> last
     target: list[str]            # T target symbols, <eos> last
+    text: str                    # the target as text (the translation, when none was given)
 
 
 def to_nltk(tree: Any, label: str = "X") -> nltk.Tree:
@@ -384,7 +385,7 @@ class TreelmModel:
                 self._check_source(items, unk)
                 t = Translation(items[0], target, task.tgt_tok.encode_line(target))
             weights, src, tgt = task.attention_map(self.run.model, t)
-            return Attention(weights.numpy(), list(src), list(tgt))
+            return Attention(weights.numpy(), list(src), list(tgt), t.text)
 
 
 def load(run_dir: str | Path, checkpoint: str = "best", *,

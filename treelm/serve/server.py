@@ -157,10 +157,9 @@ def _translate(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
     m.require("translate")
     sentence = _text(body, "sentence")
     beam = _int(body, "beam", 5, 1, MAX_BEAM) or 5
-    text = m.translate([sentence], beam, unk="map")[0]
-    att = m.attention(sentence, text, unk="map")
+    att = m.attention(sentence, beam=beam, unk="map")      # one search: its text and weights
     out: dict[str, Any] = {
-        "translation": text,
+        "translation": att.text,
         "attention": {"source": att.source, "target": att.target,
                       "weights": [[[round(float(x), 4) for x in row] for row in layer]
                                   for layer in att.weights]}}
@@ -285,7 +284,14 @@ class Handler(BaseHTTPRequestHandler):
             if int(size) > MAX_BODY:
                 self.close_connection = True        # the body is left unread
                 raise RequestError(413, f"the body has {size} bytes; at most {MAX_BODY}")
-            return self.app.post(self._path(), self.rfile.read(int(size)))
+            body = self.rfile.read(int(size))
+            # JSON only: another page in the browser cannot post here without a CORS preflight,
+            # which is not answered
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if ctype != "application/json":
+                raise RequestError(415, "a POST body must be sent as Content-Type: "
+                                   "application/json")
+            return self.app.post(self._path(), body)
 
         self._serve(work)
 
