@@ -201,6 +201,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("translate-alpha", ["translate", "{run}", "--alpha", "nan"], "--alpha must be"),
     ("translate-plot", ["translate", "{run}", "--input", "{tmp}/short.txt", "--plot-attention",
                         "{tmp}/a.txt"], "must end in .png"),
+    # ---------------------------------------------------------------- serve
+    ("serve-not-a-run", ["serve", "{tmp}", "--port", "0"], "not a treelm run directory"),
+    ("serve-port", ["serve", "{run}", "--port", "70000"], "--port must be from 0 to 65535"),
     # ---------------------------------------------------------------- gradflow
     ("gradflow-none", ["gradflow"], "needs either --runs"),
     ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import Any
 
 from treelm.errors import TreelmError
@@ -40,12 +41,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def add_serve(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve", help="a local web page to look at trained runs (trees, gates, translations)",
-        description="Serve a page (and the JSON endpoints of docs/serve.md) over the runs given: "
+        description=textwrap.fill(
+        "Serve a page (and the JSON endpoints of docs/serve.md) over the runs given: "
         "type a sentence and see the tree a language model's ON-LSTM layers induce under both "
         "tree rules with the gate levels of every layer, sample text and the next-symbol "
         "probabilities; a translation run's translation, its attention and (ON-LSTM encoder) "
         "the source tree; a tagging run's slots. Runs are opened once and named by their "
-        "directory; nothing is fetched from the network.",
+        "directory; nothing is fetched from the network.", 79),
         epilog=SERVE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", metavar="RUN", help="trained run directories")
     p.add_argument("--host", default="127.0.0.1",
