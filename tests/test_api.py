@@ -152,9 +152,10 @@ def test_translate_and_attention(models, tiny_runs, capsys, tmp_path):
     assert att.text == "d c b a"
     own = m.attention("a b c d", beam=1)
     assert own.text == m.translate("a b c d", beam=1)[0] and own.target[:-1] == own.text.split()
-    with pytest.raises(TreelmError, match="'zz' not known"):
-        m.translate(["a zz"])
-    assert len(m.translate(["a zz"], unk="map")) == 1
+    with pytest.raises(TreelmError,
+                       match="sentence 1: 'zz' not in the run's source vocabulary; unk='map'"):
+        m.translate(["a zz"], unk="error")
+    assert len(m.translate(["a zz"])) == 1                  # read as <unk>, as the verb does
 
 
 @pytest.mark.parametrize("call,message", [
@@ -164,7 +165,7 @@ def test_translate_and_attention(models, tiny_runs, capsys, tmp_path):
     (lambda m: m.parse(["a b"], style="best"), "style must be"),
     (lambda m: m.parse(["a b"], batch_size=0), "batch_size"),
     (lambda m: m.parse(["zzzq"], unk="error"), "'zzzq' .* unk='map'"),
-    (lambda m: m.probe("the zzzq"), "'zzzq' .* unk='map'"),
+    (lambda m: m.probe("the zzzq", unk="error"), "'zzzq' .* unk='map'"),
     (lambda m: m.generate("the", -1), "length"),
     (lambda m: m.generate("the", 3, top_p=0.0), "top_p"),
     (lambda m: m.probe("the", 0), "k must be"),

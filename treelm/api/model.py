@@ -259,12 +259,13 @@ class TreelmModel:
 
     def generate(self, prompt: str = "", length: int = 50, *, temperature: float = 1.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int = 0,
-                 beam: int | None = None, alpha: float = 0.0, unk: str = "error") -> str:
+                 beam: int | None = None, alpha: float = 0.0, unk: str = "map") -> str:
         """The text that follows ``prompt`` (not repeated), ``length`` symbols, as ``treelm
         generate`` writes it after the prompt: sampled from softmax(logits / ``temperature``)
         (``0``: greedy), optionally cut to the ``top_k`` symbols or the ``top_p`` nucleus, from
         a generator seeded with ``seed``; or, with ``beam``, the most probable continuation found
-        by beam search (ranked by log p / ((5+n)/6)^``alpha``, stopping at ``<eos>``)."""
+        by beam search (ranked by log p / ((5+n)/6)^``alpha``, stopping at ``<eos>``). A prompt
+        symbol outside the vocabulary is read as ``<unk>`` (``unk="error"`` refuses it)."""
         import torch
 
         from treelm.decode.beam import beam_search
@@ -300,7 +301,7 @@ class TreelmModel:
                 line_start = piece.endswith("\n")
             return "".join(out)
 
-    def probe(self, prefix: str, k: int = 5, *, unk: str = "error") -> list[tuple[str, float]]:
+    def probe(self, prefix: str, k: int = 5, *, unk: str = "map") -> list[tuple[str, float]]:
         """The ``k`` most likely symbols after ``prefix`` (read as the start of a line) with
         their probabilities, most likely first (``treelm probe``)."""
         if not isinstance(prefix, str):
@@ -333,16 +334,14 @@ class TreelmModel:
 
     # ------------------------------------------------------------------ translation
     def _check_source(self, items: list[str], unk: str) -> None:
-        if unk == "map":
-            return
-        if unk != "error":
+        """Source symbols outside the vocabulary under the verbs' policy (``text.inputs``)."""
+        from treelm.text.inputs import UnknownSymbols
+
+        if unk not in ("map", "error"):
             raise TreelmError(f"unk must be map or error, got {unk!r}")
+        policy = UnknownSymbols(unk, "the run's source vocabulary")
         for k, s in enumerate(items, 1):
-            unknown = self.run.task.unknown_source(s)
-            if unknown:
-                shown = ", ".join(repr(u) for u in dict.fromkeys(unknown))
-                raise TreelmError(f"sentence {k}: {shown} not known to the run's source "
-                                  "vocabulary; unk='map' reads such symbols as <unk>")
+            policy.check(self.run.task.unknown_source(s), f"sentence {k}")
 
     def _translations(self, items: list[str], beam: int, alpha: float | None,
                       batch_size: int | None, unk: str) -> list[Any]:
@@ -355,17 +354,17 @@ class TreelmModel:
 
     def translate(self, sentences: str | Sequence[str], beam: int = 5,
                   alpha: float | None = None, *, batch_size: int | None = None,
-                  unk: str = "error") -> list[str]:
+                  unk: str = "map") -> list[str]:
         """One translation per sentence, by the search ``treelm translate`` runs: greedy
         (``beam=1``) or beam search with length penalty ``alpha`` (default: the run's config).
-        Source symbols outside the vocabulary are refused (``unk="error"``) or read as ``<unk>``
-        (``"map"``)."""
+        Source symbols outside the vocabulary are read as ``<unk>`` (``unk="map"``, the verbs'
+        default) or refused (``"error"``)."""
         items = _sentences(sentences)
         with self._calling("translate"):
             return [t.text for t in self._translations(items, beam, alpha, batch_size, unk)]
 
     def attention(self, source: str, target: str | None = None, *, beam: int = 5,
-                  unk: str = "error") -> Attention:
+                  unk: str = "map") -> Attention:
         """The attention of the decoder reading ``source`` while it is forced to produce
         ``target`` (text in the target language; default: the model's own translation with
         ``beam``), one ``(T, S)`` matrix per attending decoder layer

@@ -51,7 +51,7 @@ def run_names(paths: Sequence[str | Path]) -> list[str]:
     """A name per run directory: its last component, ``-2``, ``-3``… appended on repeats."""
     names: list[str] = []
     for p in paths:
-        base = Path(p).resolve().name or "run"
+        base = Path(p).name or Path(p).resolve().name or "run"      # "." names its folder
         name, k = base, 1
         while name in names:
             k += 1

@@ -34,7 +34,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from treelm.data.logic import RELATIONS, TOKENS, LogicData, Pair, data_files, load_split
+from treelm.data.logic import (
+    RELATIONS,
+    TOKENS,
+    LogicData,
+    Pair,
+    data_files,
+    load_split,
+    read_split,
+)
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.text.vocab import PAD, Vocab
@@ -72,6 +80,8 @@ class LogicTask(Task):
     name = "logic"
     Options = LogicOptions
     PATH_KEYS = LogicData.PATH_KEYS
+    DATA_FORMAT = ("a file of relation<TAB>formula<TAB>formula lines (Bowman's format), or a "
+                   "directory of his test0 … test12 files")
     options: LogicOptions
 
     @classmethod
@@ -224,6 +234,15 @@ class LogicTask(Task):
             scores["acc_long"] = 100.0 * sum(long) / len(long)
         return Evaluation(scores, "accuracy", higher_is_better=True, size=len(rows),
                           unit="pairs")
+
+    def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
+                      **options: Any) -> Evaluation:
+        """The pairs at ``path`` (Bowman's format: a file, or a directory of ``test<n>`` files)
+        scored as the test split is (each pair's relation checked as it is read)."""
+        key = f"file:{path}"
+        self._splits[key] = read_split(path, "test", self.spec.max_test_ops)
+        self._encoded.pop(key, None)
+        return self.evaluate(model, key, batch_size)
 
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:

@@ -118,6 +118,9 @@ class Trainer:
                                       "resume")
         else:
             choice = precision.resolve(asked, self.device)
+            # under DDP every process takes the main one's choice (a near tie measured apart
+            # would otherwise split them)
+            choice = D.gather_objects(choice, self.dist)[0]
             if saved:
                 self.tell(f"treelm: precision {saved} -> {choice.precision} "
                           f"(train.precision={asked})")
