@@ -34,7 +34,10 @@ ALLOWED: dict[str, set[str]] = {
     "syntax": {"run", "cells", "data", "text", "errors"},
     "analysis": {"run", "models", "cells", "data", "text", "errors"},
     "suite": {"decode", "run", "text", "errors"},
-    "cli": {"train", "generate", "tag", "translate", "syntax", "analysis", "suite", "errors"},
+    "api": {"run", "syntax", "decode", "tasks", "text", "kernels", "errors"},
+    "serve": {"api", "syntax", "errors"},
+    "cli": {"train", "generate", "tag", "translate", "syntax", "analysis", "suite", "serve",
+            "errors"},
 }
 
 

@@ -214,6 +214,9 @@ CASES: list[tuple[Any, ...]] = [
     ("translate-alpha", ["translate", "{run}", "--alpha", "nan"], "--alpha must be"),
     ("translate-plot", ["translate", "{run}", "--input", "{tmp}/short.txt", "--plot-attention",
                         "{tmp}/a.txt"], "must end in .png"),
+    # ---------------------------------------------------------------- serve
+    ("serve-not-a-run", ["serve", "{tmp}", "--port", "0"], "not a treelm run directory"),
+    ("serve-port", ["serve", "{run}", "--port", "70000"], "--port must be from 0 to 65535"),
     # ---------------------------------------------------------------- issue 25: unknown symbols
     # --unk error refuses, naming the input line and the symbols ({tag}: a tagging run, {tr}: a
     # BPE translation run, whose only unknown symbols are characters its piece model never saw)
