@@ -60,6 +60,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from treelm.kernels.precision import autocasting
+
 __all__ = [
     "BACKENDS",
     "ENV_VAR",
@@ -568,9 +570,15 @@ def linear(a: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     inside :func:`loop`, for a ``(batch, K)`` input, as one of the loop's ``steps`` products by
     this weight (prepared once); otherwise as a single product over all leading dimensions.
     Where every product it would make runs on ``"mm"`` (float64, non-CPU, small shapes), it is
-    ``F.linear`` itself; otherwise a small autograd Function."""
+    ``F.linear`` itself; otherwise a small autograd Function. Under ``torch.autocast`` it is
+    autocast's ``F.linear`` with the result returned in float32."""
     if weight.dim() != 2 or a.dim() < 2:
         return F.linear(a, weight, bias)
+    if a.dtype != torch.float64 and autocasting(a.device.type):
+        # mixed precision: autocast's product (bfloat16 operands, float32 accumulation), its
+        # result brought back to float32 so that what the caller does with it (gates, state)
+        # stays in float32 (treelm.kernels.precision)
+        return F.linear(a, weight, bias).float()
     scope = _LOOP.get()
     if scope is not None and a.dim() == 2 and a.shape[0] == scope.batch:
         entry = scope.linears.get(id(weight))
