@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from treelm.progress import Ticker
 from treelm.text import Tokenizer, Vocab
 
 
@@ -59,6 +60,7 @@ def sentence_logprobs(model: nn.Module, vocab: Vocab, tokenizer: Tokenizer,
     # length order: a batch holds sentences of (nearly) one length, so little is padding
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     try:
+        tick = Ticker("scoring", len(ids), "sentences")
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
             lengths = torch.tensor([len(ids[i]) for i in rows])
@@ -74,6 +76,8 @@ def sentence_logprobs(model: nn.Module, vocab: Vocab, tokenizer: Tokenizer,
                 lengths.to(device) - 1).unsqueeze(0)
             sums = torch.where(keep, logp, torch.zeros_like(logp)).double().sum(0)
             out[torch.tensor(rows)] = sums.cpu()
+            tick.update(len(rows))
+        tick.close()
     finally:
         model.train(was_training)
     return out, torch.tensor(unks, dtype=torch.long)

@@ -11,10 +11,11 @@ translation encoder's over the source side).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Any
 
 from treelm.errors import TreelmError
+from treelm.progress import Ticker
 
 CHUNK = 2048   # sentences read (and parsed) at a time from a file or stdin
 
@@ -78,11 +79,14 @@ def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: s
     as an argument, which must not be empty."""
     from treelm.syntax.report import format_parse
 
-    for chunk in chunks(lines, CHUNK):
-        tokens = [tokenize(t, source.tokenizer, segment, normalize) for t in chunk]
-        if single and not tokens[0]:
-            raise TreelmError("the sentence is empty")
-        levels = source.read(tokens, batch_size, unk)
-        for text, toks, lv in zip(chunk, tokens, levels):
-            yield (format_parse(toks, lv, layers, fmt, style, text),
-                   [toks[i] for i in lv.unknown])
+    total = len(lines) if isinstance(lines, Sized) else None
+    with Ticker("parsing", total, "sentences") as tick:
+        for chunk in chunks(lines, CHUNK):
+            tokens = [tokenize(t, source.tokenizer, segment, normalize) for t in chunk]
+            if single and not tokens[0]:
+                raise TreelmError("the sentence is empty")
+            levels = source.read(tokens, batch_size, unk)
+            for text, toks, lv in zip(chunk, tokens, levels):
+                yield (format_parse(toks, lv, layers, fmt, style, text),
+                       [toks[i] for i in lv.unknown])
+            tick.update(len(chunk))

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.data.logic import RELATIONS, TOKENS, LogicData, Pair, data_files, load_split
+from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.text.vocab import PAD, Vocab
@@ -197,6 +198,7 @@ class LogicTask(Task):
         best = [0] * len(rows)
         total = 0.0
         order = sorted(range(len(rows)), key=lambda i: max(len(rows[i][0]), len(rows[i][1])))
+        tick = Ticker("classifying", len(rows), "pairs")
         for lo in range(0, len(order), bs):
             idx = order[lo:lo + bs]
             left, llen, right, rlen, rel = (t.to(self.device)
@@ -205,6 +207,8 @@ class LogicTask(Task):
             total += F.cross_entropy(logits, rel, reduction="sum").item()
             for i, y in zip(idx, logits.argmax(-1).tolist(), strict=True):
                 best[i] = y
+            tick.update(len(idx))
+        tick.close()
         model.train(was)
         return best, total
 

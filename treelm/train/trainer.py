@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from treelm import progress
 from treelm.config import dump_config
 from treelm.errors import TreelmError
 from treelm.kernels import gemm
@@ -162,7 +163,9 @@ class Trainer:
 
     def validate(self) -> Evaluation:
         self.averager.swap()
-        ev = self.task.evaluate(self.model, "valid")
+        # the task's evaluation reports progress (treelm.progress) as this loop does
+        with progress.reporting(quiet=self.quiet, every=self.tc.progress_seconds):
+            ev = self.task.evaluate(self.model, "valid")
         self.averager.swap()
         return ev
 
