@@ -172,3 +172,32 @@ def test_final_validation_talks_unless_quiet(tmp_path, root, capsys):
     assert "valid set: " in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "b"), "--quiet"]) == 0
     assert "valid set: " not in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ long sentences (parse)
+def test_a_long_sentence_is_read_in_pieces_with_the_same_levels(monkeypatch):
+    from treelm.syntax import levels
+
+    fused, _ = _models(torch.float32)
+    ids = torch.randint(1, V, (3000,), generator=torch.Generator().manual_seed(2)).tolist()
+    whole = levels.compute_levels(fused, [ids, ids[:7]], eos=0)
+    monkeypatch.setattr(levels, "STEPS", 1000)
+    calls = []
+    hook = fused.layer_cells()[0].register_forward_hook(
+        lambda m, args, out: calls.append(tuple(args[0].shape[:2])))
+    pieces = levels.compute_levels(fused, [ids, ids[:7]], eos=0)
+    hook.remove()
+    # the opening <eos> once, then the batch of two in pieces of 1000 // 2 steps
+    assert calls == [(1, 1), *[(500, 2)] * 6]
+    for (a, b), (c, d) in zip(whole, pieces):
+        assert a.shape == c.shape and b.shape == d.shape
+        assert abs(a - c).max() < 1e-6 and abs(b - d).max() < 1e-6
+
+
+def test_parse_of_a_10000_word_line_talks(lm_run, tmp_path, capsys, monkeypatch):
+    words = ((ROOT / "tests/data/tiny.txt").read_text().split() * 2)[:10_000]
+    line = tmp_path / "long.txt"
+    line.write_text(" ".join(words) + "\n")
+    out, err = _cli(["parse", str(lm_run), "--file", str(line)], "0", capsys, monkeypatch)
+    assert out.count("(") == len(words) - 1 == out.count(")")     # a binary tree over them
+    assert "reading levels: 4,096/10,000 words" in err

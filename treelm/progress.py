@@ -84,6 +84,13 @@ def _clock(seconds: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
+def _rate(rate: float) -> str:
+    """Three significant digits or more: 12,345 · 123 · 12.3 · 0.123."""
+    if rate >= 100:
+        return f"{rate:,.0f}"
+    return f"{rate:.1f}" if rate >= 10 else f"{rate:.3g}"
+
+
 class Ticker:
     """Counts ``units`` of work towards ``total`` (unknown: ``None``) and reports on stderr.
 
@@ -114,7 +121,7 @@ class Ticker:
         text = f"{self.what}: {self.done:,}"
         if self.total is not None:
             text += f"/{self.total:,}"
-        text += f" {self.unit}, {rate:,.1f} {self.unit}/s"
+        text += f" {self.unit}, {_rate(rate)} {self.unit}/s"
         if self.total is not None:
             left = max(0, self.total - self.done)
             text += f", ETA {_clock(left / rate)}" if rate > 0 else ", ETA ?"

@@ -50,6 +50,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from treelm.cells.threads import recurrence_threads
 from treelm.errors import TreelmError
 from treelm.progress import Ticker
 from treelm.syntax.trees import Tree, build_tree, mirror_tree
@@ -212,7 +213,8 @@ def _run(model: nn.Module, tokens: torch.Tensor, states: list | None, rows: list
     steps = max(1, STEPS // tokens.size(1))
     parts = []
     for lo in range(0, tokens.size(0), steps):
-        out = model.features(tokens[lo:lo + steps], states)
+        with recurrence_threads(tokens.size(1)):       # a few long sentences: 1 thread
+            out = model.features(tokens[lo:lo + steps], states)
         states = out.states
         parts.append(torch.stack([torch.stack([out.aux[r][k] for r in rows])
                                   for k in ("df", "di")]))

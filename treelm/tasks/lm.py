@@ -14,8 +14,10 @@ Loss per batch (Merity et al. 2018, Sec. 4.6):
 with AR on the last layer's dropped output and TAR on its raw output. Evaluation carries the
 hidden state through the whole split (batch ``eval_batch_size``, or ``test_batch_size`` on test)
 and reports the mean loss per token in nats with perplexity ``exp(loss)``, or bits per character
-``loss / ln 2`` for a character tokenizer. The position in the epoch, the carried states and the
-length schedule's RNG are the task's checkpoint state.
+``loss / ln 2`` for a character tokenizer; it reads 4096 tokens per forward pass whatever
+``bptt`` is (the carried state makes the length irrelevant to the numbers), so that a batch-1
+test set costs no Python per token (:func:`evaluate_stream`). The position in the epoch, the
+carried states and the length schedule's RNG are the task's checkpoint state.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells import State
+from treelm.cells.threads import recurrence_threads
 from treelm.data.batching import BPTTSchedule, batchify, get_batch
 from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus
 from treelm.progress import Ticker
@@ -89,8 +92,9 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
     ``data`` is cut into ``batch_size`` columns (:func:`batchify`) read top to bottom with the
     state carried, ``max(bptt, tokens // batch_size)`` rows per pass; the output layer and the
     cross-entropy run on blocks of at most :data:`EVAL_LOGITS` logits (``vocab_size`` V per
-    token). Losses are summed in
-    float64. Progress on stderr (:class:`treelm.progress.Ticker`, as ``what``)."""
+    token), on every thread; the recurrence of a few columns on one
+    (:func:`~treelm.cells.threads.recurrence_threads`). Losses are summed in float64. Progress
+    on stderr (:class:`treelm.progress.Ticker`, as ``what``)."""
     device = next(model.parameters()).device
     source = batchify(data, batch_size).to(device)
     rows = max(bptt, tokens // batch_size)
@@ -104,7 +108,8 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
         with torch.inference_mode(), Ticker(what, n * batch_size, "tokens") as tick:
             for i in range(0, n, rows):
                 x, y = get_batch(source, i, rows)
-                out = model.features(x, states)
+                with recurrence_threads(batch_size):     # steps of a few columns: 1 thread
+                    out = model.features(x, states)
                 states = out.states
                 h = out.out.reshape(-1, out.out.size(-1))
                 y = y.reshape(-1)
