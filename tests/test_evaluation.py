@@ -201,3 +201,31 @@ def test_parse_of_a_10000_word_line_talks(lm_run, tmp_path, capsys, monkeypatch)
     out, err = _cli(["parse", str(lm_run), "--file", str(line)], "0", capsys, monkeypatch)
     assert out.count("(") == len(words) - 1 == out.count(")")     # a binary tree over them
     assert "reading levels: 4,096/10,000 words" in err
+
+
+def test_recurrences_of_small_steps_run_on_one_thread():
+    from treelm.threads import SMALL_STEP, recurrence_threads, step_size
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        fused, _ = _models(torch.float32)
+        per_row = step_size(fused, 1)       # U of both layers: (4·16 + 2·4)·16 + (4·12 + 2·3)·12
+        assert per_row == 72 * 16 + 54 * 12
+        big = SMALL_STEP // per_row + 1     # the first batch whose step is not small
+        with recurrence_threads(fused, big - 1):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with recurrence_threads(fused, big):
+            assert torch.get_num_threads() == 2
+        with recurrence_threads(torch.nn.Linear(2, 2), 1):     # no recurrent cells: unchanged
+            assert torch.get_num_threads() == 2
+        seen = []
+        fused.layer_cells()[0].register_forward_hook(
+            lambda m, args, out: seen.append(torch.get_num_threads()))
+        data = torch.randint(0, V, (big * 2 + 2,), generator=torch.Generator().manual_seed(1))
+        evaluate_stream(fused, data, 1, bptt=5, vocab_size=V)
+        evaluate_stream(fused, data, big, bptt=5, vocab_size=V)
+        assert set(seen[:-1]) == {1} and seen[-1] == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from treelm.progress import Ticker
 from treelm.text import Tokenizer, Vocab
+from treelm.threads import recurrence_threads
 
 
 def encode_sentences(tokenizer: Tokenizer, vocab: Vocab,
@@ -69,7 +70,8 @@ def sentence_logprobs(model: nn.Module, vocab: Vocab, tokenizer: Tokenizer,
                 grid[: len(ids[i]), b] = torch.tensor(ids[i])
             grid = grid.to(device)
             inputs, targets = grid[:-1], grid[1:]                       # (T, B) each
-            logits = model(inputs).logits.float()                       # (T, B, V)
+            with recurrence_threads(model, len(rows)):      # small steps: one thread
+                logits = model(inputs).logits.float()                   # (T, B, V)
             logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
             # position t predicts symbol t+1: a sentence of L ids has L-1 predictions
             keep = torch.arange(inputs.size(0), device=device).unsqueeze(1) < (

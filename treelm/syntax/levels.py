@@ -50,11 +50,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from treelm.cells.threads import recurrence_threads
 from treelm.errors import TreelmError
 from treelm.progress import Ticker
 from treelm.syntax.trees import Tree, build_tree, mirror_tree
 from treelm.text.vocab import Vocab
+from treelm.threads import recurrence_threads
 
 NO_MASTER_GATES = "this run's model has no ON-LSTM layers; tree induction needs master gates"
 #: Time steps × sentences read per forward pass: a long sentence is read in pieces (the state
@@ -213,7 +213,7 @@ def _run(model: nn.Module, tokens: torch.Tensor, states: list | None, rows: list
     steps = max(1, STEPS // tokens.size(1))
     parts = []
     for lo in range(0, tokens.size(0), steps):
-        with recurrence_threads(tokens.size(1)):       # a few long sentences: 1 thread
+        with recurrence_threads(model, tokens.size(1)):        # small steps: 1 thread
             out = model.features(tokens[lo:lo + steps], states)
         states = out.states
         parts.append(torch.stack([torch.stack([out.aux[r][k] for r in rows])

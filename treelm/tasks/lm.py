@@ -32,7 +32,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells import State
-from treelm.cells.threads import recurrence_threads
 from treelm.data.batching import BPTTSchedule, batchify, get_batch
 from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus
 from treelm.progress import Ticker
@@ -40,6 +39,7 @@ from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.text.tokenizers import Tokenizer
 from treelm.text.vocab import Vocab
+from treelm.threads import recurrence_threads
 
 
 @dataclass
@@ -92,8 +92,8 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
     ``data`` is cut into ``batch_size`` columns (:func:`batchify`) read top to bottom with the
     state carried, ``max(bptt, tokens // batch_size)`` rows per pass; the output layer and the
     cross-entropy run on blocks of at most :data:`EVAL_LOGITS` logits (``vocab_size`` V per
-    token), on every thread; the recurrence of a few columns on one
-    (:func:`~treelm.cells.threads.recurrence_threads`). Losses are summed in float64. Progress
+    token), on every thread; a recurrence of small steps on one
+    (:func:`~treelm.threads.recurrence_threads`). Losses are summed in float64. Progress
     on stderr (:class:`treelm.progress.Ticker`, as ``what``)."""
     device = next(model.parameters()).device
     source = batchify(data, batch_size).to(device)
@@ -108,7 +108,7 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
         with torch.inference_mode(), Ticker(what, n * batch_size, "tokens") as tick:
             for i in range(0, n, rows):
                 x, y = get_batch(source, i, rows)
-                with recurrence_threads(batch_size):     # steps of a few columns: 1 thread
+                with recurrence_threads(model, batch_size):     # small steps: 1 thread
                     out = model.features(x, states)
                 states = out.states
                 h = out.out.reshape(-1, out.out.size(-1))
