@@ -229,3 +229,27 @@ def test_recurrences_of_small_steps_run_on_one_thread():
         assert set(seen[:-1]) == {1} and seen[-1] == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("config,unit", [("tiny-tagging", "utterances"), ("tiny-logic", "pairs"),
+                                         ("tiny-translation", "sentences")])
+def test_every_task_reports_its_evaluation(config, unit, capsys, monkeypatch):
+    """Each task's evaluation counts its units on stderr (an untrained model: the same code);
+    the scores do not depend on whether it talks."""
+    from treelm.config import load_config
+    from treelm.train.builders import build_task, build_task_model, train_sections
+
+    monkeypatch.chdir(ROOT)
+    cfg = load_config(f"configs/{config}.yaml")
+    _, cls, options = train_sections(cfg)
+    torch.manual_seed(0)
+    task = build_task(cfg, cls, options, torch.device("cpu"))
+    model = build_task_model(cfg, task)
+    monkeypatch.delenv(progress.ENV_VAR, raising=False)
+    quiet = task.evaluate(model, "valid").scores
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv(progress.ENV_VAR, "0")
+    talking = task.evaluate(model, "valid").scores
+    err = capsys.readouterr().err.splitlines()
+    assert talking == quiet
+    assert err and all(f" {unit}, " in line for line in err), err
