@@ -46,6 +46,7 @@ def summarize(run: Path, minutes: float) -> dict:
         "valid_curve": [[round(m["elapsed"] / 60, 2), round(m[key], 3)] for m in valid],
         f"best_valid_{key}": min((m[key] for m in valid), default=None),
         "elapsed_s": elapsed,
+        "precision": done.get("precision", "fp32"),     # train.precision as resolved
     }
 
 

@@ -4,6 +4,7 @@ explains each."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from treelm.errors import TreelmError
@@ -59,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_suite(sub)
     from treelm.translate.commands import add_translate
     add_translate(sub)
+    from treelm.serve.commands import add_serve
+    add_serve(sub)
     return p
 
 
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
             # denormal floats in saturated gates make CPU GEMMs several times slower
             torch.set_flush_denormal(True)
-        return args.func(args)
+        with contextlib.ExitStack() as args.scope:   # what a verb holds until it returns
+            return args.func(args)
     except TreelmError as e:
         print(f"treelm: error: {e}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ verbs declare their common options with :func:`add_run_options` and open the run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,13 @@ class Run:
     cfg: dict[str, Any]
     task: Task
     model: nn.Module
+    precision: str = "fp32"      # what the run trained in (checkpoint.json); fp32 | bf16
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """The context the run's forward passes run in (bf16 mixed precision or nothing)."""
+        from treelm.kernels.precision import autocast
+
+        return autocast(self.precision, "cpu")
 
     @property
     def files(self) -> RunFiles:
@@ -59,7 +67,7 @@ def load_run(path: str | Path, which: str = "best",
     from treelm.tasks import task_class, task_options
 
     files = RunFiles(path)
-    read_pointer(files.path)  # clear error if this is not a run directory
+    pointer = read_pointer(files.path)  # clear error if this is not a run directory
     cfg = load_config(files.config)
     cls = task_class(cfg)
     names = (expect,) if isinstance(expect, str) else expect
@@ -72,7 +80,7 @@ def load_run(path: str | Path, which: str = "best",
     model = build_model(cfg.get("model", {}), **task.model_dims())
     load_weights(files.path, model, which, model_signature(cfg))
     model.eval()
-    return Run(files.path, cfg, task, model)
+    return Run(files.path, cfg, task, model, pointer.get("precision", "fp32"))
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -80,15 +88,30 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", choices=["best", "last"], default="best",
                    help="which weights of the run (default best)")
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    p.add_argument("--precision", choices=["run", "fp32", "bf16", "auto"], default="run",
+                   help="numeric precision: the run's own (default: what it trained in), fp32, "
+                   "bf16 mixed precision, or auto (bf16 where this machine multiplies it "
+                   "natively)")
 
 
 def open_run(args: argparse.Namespace, expect: str | tuple[str, ...] | None = None,
              attr: str = "run_dir") -> Run:
-    """The run named by ``args.<attr>`` with the options of :func:`add_run_options`."""
+    """The run named by ``args.<attr>`` with the options of :func:`add_run_options`. Its
+    precision (``--precision``, default the run's) holds for the rest of the verb: autocast is
+    entered on ``args.scope``, the verb's ``ExitStack`` that :func:`treelm.cli.main` closes."""
     import torch
 
     if getattr(args, "threads", None) is not None and args.threads < 1:
         raise CheckpointError(f"--threads must be >= 1, got {args.threads}")
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
-    return load_run(getattr(args, attr), args.checkpoint, expect)
+    run = load_run(getattr(args, attr), args.checkpoint, expect)
+    asked = getattr(args, "precision", "run")
+    if asked != "run":
+        from treelm.kernels.precision import resolve
+
+        run.precision = resolve(asked, "cpu").precision
+    scope = getattr(args, "scope", None)      # the verb's lifetime (treelm.cli.main)
+    if scope is not None:
+        scope.enter_context(run.autocast())
+    return run

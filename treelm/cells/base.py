@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from treelm.kernels import gemm
+from treelm.kernels.precision import up
 
 State = tuple[Tensor, ...]
 
@@ -54,7 +55,14 @@ class Cell(nn.Module):
         """One layer through PyTorch's fused kernel (``torch.lstm``, ``torch.gru``,
         ``torch.rnn_tanh``, ``torch.rnn_relu``: what ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` run),
         for cells holding ``weight_ih, weight_hh, bias_ih, bias_hh`` in that layout; DropConnect
-        comes in as ``weights["weight_hh"]``."""
+        comes in as ``weights["weight_hh"]``.
+
+        Under CPU autocast the cell's own step loop runs instead: oneDNN's bfloat16 RNN primitive
+        carries the state in bfloat16 and is missing on CPUs without native bfloat16, while the
+        loop's products go through ``gemm.linear`` in bfloat16 with gates and state in float32.
+        """
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            return Cell.forward(self, x, state, weights)
         if state is None:
             state = self.init_state(x.size(1), x)
         w_hh = self.weight_hh if weights is None else weights["weight_hh"]
@@ -87,6 +95,7 @@ class Cell(nn.Module):
         weights: dict[str, Tensor] | None = None,
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
         """Run the whole sequence ``x`` (T, B, I) from ``state``; see the module docstring."""
+        x = up(x)       # an input autocast made bfloat16: the state and gates stay float32
         if state is None:
             state = self.init_state(x.size(1), x)
         w = self.recurrent() if weights is None else weights

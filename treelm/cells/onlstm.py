@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells.base import Cell, State
+from treelm.kernels.precision import up
 
 MASTER_INPUT = ("paper", "symmetric")
 
@@ -128,7 +129,7 @@ class ONLSTM(Cell):
         return (self.hidden_size, self.hidden_size)
 
     def input_projection(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight_ih, self.bias_ih)    # one GEMM for all steps
+        return up(F.linear(x, self.weight_ih, self.bias_ih))    # one GEMM for all steps
 
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
@@ -136,7 +137,8 @@ class ONLSTM(Cell):
         h, c = state
         # plain F.linear on purpose (not gemm.linear): this loop is the oracle the fused kernels,
         # whose products go through treelm.kernels.gemm, are tested against
-        gates = xp_t + F.linear(h, w["weight_hh"], self.bias_hh)
+        # (under autocast the products' results come back to float32: gates and state stay so)
+        gates = xp_t + up(F.linear(h, w["weight_hh"], self.bias_hh))
         h, c, df, di = onlstm_update(gates, c, self.n_levels, self.master_input)
         return h, (h, c), {"df": df, "di": di}
 

@@ -88,6 +88,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.parametrizations import weight_norm
 
+from treelm.kernels.precision import up
+
 SQRT_HALF = math.sqrt(0.5)
 
 
@@ -176,7 +178,7 @@ class MultiStepAttention(nn.Module):
     def forward(self, o: Tensor, g: Tensor, z: Tensor, z_plus_e: Tensor,
                 src_mask: Tensor) -> tuple[Tensor, Tensor]:
         d = (self.in_projection(o) + g) * SQRT_HALF
-        scores = torch.bmm(d, z.transpose(1, 2))                            # (B, T, S)
+        scores = up(torch.bmm(d, z.transpose(1, 2)))     # (B, T, S); the softmax in float32
         # the most negative finite number rather than -inf: exp underflows to exactly 0 all the
         # same, and a source of padding only gives finite (unused) weights instead of NaN
         scores = scores.masked_fill(~src_mask.unsqueeze(1), torch.finfo(scores.dtype).min)

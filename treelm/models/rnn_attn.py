@@ -57,6 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from treelm.kernels.precision import up
 from treelm.models.tagger import reverse_within
 from treelm.nn.stack import RNNStack, StackOutput
 
@@ -95,7 +96,7 @@ class Attention(nn.Module):
             scores = self.v(torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1)
         else:
             scores = query @ keys.transpose(1, 2)                     # (B, T, S)
-        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+        scores = up(scores).masked_fill(~mask.unsqueeze(1), float("-inf"))  # softmax in fp32
         alpha = torch.softmax(scores, -1)
         return alpha @ memory, alpha
 

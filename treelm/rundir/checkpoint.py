@@ -68,11 +68,13 @@ def save_checkpoint(
     signature: dict[str, Any],
     best: bool,
     averager: Any = None,
+    precision: str | None = None,
 ) -> None:
     """Write a new checkpoint as ``last`` (and ``best`` when ``best``).
 
     With an active NT-ASGD ``averager`` the averaged weights go to ``averaged.safetensors`` too:
-    evaluation uses them, a resume the live ones.
+    evaluation uses them, a resume the live ones. ``precision`` (``fp32`` | ``bf16``, what the run
+    trains in) is noted in the pointer, so that evaluation and inference follow it.
     """
     ckdir = run / CKPT
     ckdir.mkdir(exist_ok=True)
@@ -96,6 +98,8 @@ def save_checkpoint(
         os.fsync(f.fileno())
     os.replace(tmp, new / TRAINER)
     _fsync_dir(new)
+    if precision:
+        ptr["precision"] = precision
     ptr["last"] = f"{CKPT}/{new.name}"
     if best or "best" not in ptr:
         ptr["best"] = ptr["last"]

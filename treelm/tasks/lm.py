@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from treelm.cells import State
 from treelm.data.batching import BPTTSchedule, batchify, get_batch
-from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus
+from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus, read_stream
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
@@ -127,6 +127,7 @@ class LMTask(Task):
     name = "lm"
     Options = LMOptions
     PATH_KEYS = PATH_KEYS
+    DATA_FORMAT = "a text file, one sentence a line"
     options: LMOptions
 
     @classmethod
@@ -138,6 +139,7 @@ class LMTask(Task):
                  rank: int = 0, world: int = 1) -> None:
         super().__init__(cfg, options)
         self.tokenizer, self.vocab, self.device = tokenizer, vocab, device
+        tokenizer.restrict(vocab.itos)      # a piece model emits only the run's pieces
         self._corpus = corpus
         self.schedule = BPTTSchedule(options.bptt, options.variable_bptt, int(cfg.get("seed", 0)))
         self.row = 0                                 # next row of the batched training stream
@@ -203,7 +205,7 @@ class LMTask(Task):
     def loss(self, model: nn.Module, batch: Batch) -> LossOut:
         x, y = batch.data
         out = model(x, self.states)
-        ce = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1))
+        ce = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)).float(), y.reshape(-1))
         loss = ce
         if self.options.alpha:
             loss = loss + self.options.alpha * out.dropped.pow(2).mean()
@@ -223,9 +225,22 @@ class LMTask(Task):
         if batch_size is None:
             batch_size = (self.options.test_batch_size if split == "test"
                           else self.options.eval_batch_size)
-        loss = evaluate_stream(model, data, batch_size, self.options.bptt,
-                               len(self.vocab), f"{split} set")
+        return self._score(model, data, batch_size, f"{split} set")
+
+    def _score(self, model: nn.Module, data: Tensor, batch_size: int,
+               what: str = "scoring") -> Evaluation:
+        loss = evaluate_stream(model, data, batch_size, self.options.bptt, len(self.vocab), what)
         return Evaluation({"loss": loss, **self.train_scores(loss)}, "loss", size=data.numel())
+
+    def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
+                      **options: Any) -> Evaluation:
+        """A text file scored as the test split is (``test_batch_size`` columns unless
+        ``batch_size``); its symbols outside the vocabulary are read as ``<unk>`` and counted
+        (``unk_tokens``)."""
+        data, unknown = read_stream(path, self.tokenizer, self.vocab)
+        ev = self._score(model, data, batch_size or self.options.test_batch_size, path)
+        ev.details["unk_tokens"] = unknown
+        return ev
 
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ class LoopState:
     win_units: int = 0
     last_eval: float = 0.0               # elapsed time of the last validation
     metrics_bytes: int = 0               # length of metrics.jsonl at this state
+    precision: str = ""                  # fp32 | bf16 as resolved at the start (pinned on resume)
 
 
 def upgrade_state(s: dict[str, Any]) -> dict[str, Any]:

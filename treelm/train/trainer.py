@@ -9,7 +9,9 @@ loop's state (:class:`LoopState`, saved and restored whole), the task's state (i
 epoch and what it carries between batches), the optimiser and every RNG state.
 
 The loop knows nothing of the data: a batch goes to ``task.loss``, scores come from
-``task.evaluate`` (:class:`treelm.tasks.base.Task`).
+``task.evaluate`` (:class:`treelm.tasks.base.Task`). With ``train.eval_parse`` a language model's
+trees are scored too at every validation (:mod:`treelm.syntax.tracking`), logged beside the
+scores and never used to choose a checkpoint.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from torch import nn
 from treelm import progress
 from treelm.config import dump_config
 from treelm.errors import TreelmError
-from treelm.kernels import gemm
+from treelm.kernels import gemm, precision
 from treelm.rundir.checkpoint import (
     load_trainer_state,
     load_weights,
@@ -36,7 +38,7 @@ from treelm.rundir.checkpoint import (
     save_checkpoint,
 )
 from treelm.rundir.files import MetricsLog, RunFiles, atomic_write_text
-from treelm.tasks.base import Evaluation
+from treelm.tasks.base import Batch, Evaluation
 from treelm.train import distributed as D
 from treelm.train.builders import (
     absolute_data_paths,
@@ -80,12 +82,31 @@ class Trainer:
         if self.dist.enabled:
             self.net = nn.parallel.DistributedDataParallel(self.model)
         self.optimizer, self.averager = build_optimizer(self.tc, self.model)
+        self.trees, self.tree_f1 = self._tree_tracker(task_cls.name), {}
         self.s = LoopState(base_lr=self.tc.lr)
         self.metrics = MetricsLog(files)
         if resume:
             self._restore()
+            self.choice = self._choose_precision(resumed=True)
         else:
-            self._start()
+            self.choice = self._choose_precision(resumed=False)
+            self._start()       # its step-0 checkpoint records the precision
+
+    def _tree_tracker(self, task: str) -> Any:
+        """The tree scorer of ``train.eval_parse`` (main process only), the treebank read now:
+        a missing one stops the run here, before anything is written."""
+        ep = self.tc.eval_parse
+        if ep is None:
+            return None
+        if task != "lm":
+            raise TreelmError(f"train.eval_parse scores a language model's trees; this is a "
+                              f"{task!r} run (drop train.eval_parse)")
+        if not self.dist.main:
+            return None
+        from treelm.syntax.tracking import ParseTracker
+
+        return ParseTracker(ep.treebank, self.model, ep.layers, ep.rules, ep.max_len,
+                            ep.max_sentences, ep.batch_size)
 
     def _start(self) -> None:
         """Make the run directory with its config, tables and a step-0 checkpoint, so that a
@@ -107,6 +128,27 @@ class Trainer:
                                   f"({e.strerror or e})") from None
             raise
 
+    def _choose_precision(self, resumed: bool) -> precision.Choice:
+        """fp32 or bf16 for this run: ``train.precision``, ``auto`` measured once per process
+        (:mod:`treelm.kernels.precision`); a resume keeps what the run started with unless the
+        config now names another precision outright."""
+        asked, saved = self.tc.precision, self.s.precision if resumed else ""
+        if saved and asked in ("auto", saved):
+            choice = precision.Choice(str(self.device), saved, "the run's precision, kept on "
+                                      "resume")
+        else:
+            choice = precision.resolve(asked, self.device)
+            # under DDP every process takes the main one's choice (a near tie measured apart
+            # would otherwise split them)
+            choice = D.gather_objects(choice, self.dist)[0]
+            if saved:
+                self.tell(f"treelm: precision {saved} -> {choice.precision} "
+                          f"(train.precision={asked})")
+        self.s.precision = choice.precision
+        self.autocast = lambda: precision.autocast(choice.precision, self.device)
+        self.say(f"treelm: precision {choice.precision} ({choice.reason})")
+        return choice
+
     # ---------------------------------------------------------------- state
     def save(self, best: bool = False) -> None:
         self.s.metrics_bytes = self.metrics.nbytes
@@ -118,7 +160,8 @@ class Trainer:
                  "gemm": gemm.measurements()}     # a resume chooses the same GEMM backends
         if self.dist.main:
             save_checkpoint(self.files.path, self.model, state, self.signature, best,
-                            self.averager if self.averager.active else None)
+                            self.averager if self.averager.active else None,
+                            precision=self.s.precision or None)
         D.barrier(self.dist)
 
     def _restore(self) -> None:
@@ -156,21 +199,33 @@ class Trainer:
 
     # ---------------------------------------------------------------- loop
     def lr_now(self) -> float:
-        if self.tc.lr_schedule == "linear_time":
+        if self.tc.lr_schedule == "linear_time":        # over the wall-time budget
             frac = min(1.0, self.s.elapsed / (60.0 * self.tc.max_minutes))
-            return self.s.base_lr * (1.0 - (1.0 - self.tc.min_lr_frac) * frac)
-        return self.s.base_lr
+        elif self.tc.lr_schedule == "linear_units":     # over the budget in units: the same
+            frac = min(1.0, self.s.tokens / self.tc.max_units)   # curve on any machine
+        else:
+            return self.s.base_lr
+        return self.s.base_lr * (1.0 - (1.0 - self.tc.min_lr_frac) * frac)
 
     def validate(self) -> Evaluation:
         self.averager.swap()
-        # the task's evaluation reports progress (treelm.progress) as this loop does
-        with progress.reporting(quiet=self.quiet, every=self.tc.progress_seconds):
-            ev = self.task.evaluate(self.model, "valid")
-        self.averager.swap()
+        try:
+            # the task's evaluation reports progress (treelm.progress) as this loop does
+            with self.autocast(), progress.reporting(quiet=self.quiet,
+                                                     every=self.tc.progress_seconds):
+                ev = self.task.evaluate(self.model, "valid")
+                if self.trees is not None:      # logged with the scores by the "valid" event
+                    self.tree_f1 = self.trees.scores(
+                        self.model, self.task.vocab)  # type: ignore[attr-defined]
+        finally:
+            self.averager.swap()
+        if self.trees is not None:
+            self.say(f"  tree F1 on {self.trees.treebank}: {self.trees.describe(self.tree_f1)}")
         return ev
 
     def out_of_time(self) -> bool:
-        return bool(self.tc.max_minutes) and self.s.elapsed >= 60.0 * self.tc.max_minutes
+        return (bool(self.tc.max_minutes) and self.s.elapsed >= 60.0 * self.tc.max_minutes) or (
+            bool(self.tc.max_units) and self.s.tokens >= self.tc.max_units)
 
     def _improved(self, ev: Evaluation) -> bool:
         if ev.badness < self.s.best:
@@ -193,7 +248,8 @@ class Trainer:
             return {"interrupted": True, "step": self.s.step, "elapsed": self.s.elapsed}
         s = self.s
         summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
-                   "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1}
+                   "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1,
+                   "precision": s.precision}
         if self.dist.enabled:
             # every rank's weights, hashed: DDP must have kept them identical
             h = hashlib.sha256()
@@ -220,8 +276,10 @@ class Trainer:
             if stop == "budget":  # one last validation of where we are
                 ev = self.validate()
                 improved = self._improved(ev)
-                self.event("valid", **ev.scores, budget_end=True)
-                self.say(f"| budget of {tc.max_minutes} min reached | {_scores(ev, 'valid')}")
+                self.event("valid", **ev.scores, **self.tree_f1, budget_end=True)
+                timed = tc.max_minutes and s.elapsed >= 60 * tc.max_minutes
+                spent = f"{tc.max_minutes} min" if timed else f"{tc.max_units:,} units"
+                self.say(f"| budget of {spent} reached | {_scores(ev, 'valid')}")
                 self.save(best=improved)
                 return stop
             ev = self.validate()
@@ -236,8 +294,8 @@ class Trainer:
                 self.say("treelm: switching to averaged SGD (NT-ASGD)")
                 self.event("asgd_start")
             tr_loss = s.epoch_loss / max(1, s.epoch_units)
-            self.event("valid", **ev.scores, train_loss=tr_loss, lr=self.lr_now(),
-                       epoch_end=True)
+            self.event("valid", **ev.scores, **self.tree_f1, train_loss=tr_loss,
+                       lr=self.lr_now(), epoch_end=True)
             train_txt = " | ".join(f"train {k} {v:8.2f}" for k, v in
                                    self.task.train_scores(tr_loss).items()) or \
                 f"train loss {tr_loss:.4f}"
@@ -248,6 +306,20 @@ class Trainer:
             s.epoch_loss, s.epoch_units = 0.0, 0
             self.save(best=improved)
         return None
+
+    def step(self, batch: Batch, lr: float) -> float:
+        """One optimisation step on ``batch`` at rate ``lr``; returns the logged loss."""
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():       # forward and loss; the backward follows autocast's casts
+            out = self.task.loss(self.net, batch)
+        out.loss.backward()
+        if self.tc.clip:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip)
+        self.optimizer.step()
+        self.averager.update()
+        return out.value.item()
 
     def _epoch(self) -> str | None:
         """One (rest of an) epoch; returns "budget" or "interrupted" when it stops early."""
@@ -262,17 +334,8 @@ class Trainer:
         try:
             for batch in self.task.batches():
                 lr = self.lr_now() * batch.lr_scale
-                for g in self.optimizer.param_groups:
-                    g["lr"] = lr
-                self.optimizer.zero_grad(set_to_none=True)
-                out = self.task.loss(self.net, batch)
-                out.loss.backward()
-                if tc.clip:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip)
-                self.optimizer.step()
-                self.averager.update()
+                value = self.step(batch, lr)
                 units = batch.size * world
-                value = out.value.item()
                 s.step += 1
                 s.tokens += units
                 s.epoch_loss += value * units
@@ -295,7 +358,7 @@ class Trainer:
                 if tc.eval_every_minutes and (s.elapsed - s.last_eval
                                               >= 60 * tc.eval_every_minutes):
                     ev = self.validate()
-                    self.event("valid", **ev.scores)
+                    self.event("valid", **ev.scores, **self.tree_f1)
                     self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
                     s.last_eval = s.elapsed
                     s.elapsed += time.perf_counter() - t_last

@@ -1,0 +1,137 @@
+"""Whole-training tokens/s in float32 and in bf16 mixed precision, and what ``auto`` picks.
+
+    python benchmarks/precision.py [--configs configs/ptb-onlstm-cpu.yaml configs/ptb-lstm-cpu.yaml]
+        [--seconds 90] [--quality-units 3000000] [--out PATH]
+
+Speed: for each config and precision the real training step (``Trainer.step``: the task's
+batches, forward and loss under the precision's autocast, backward, clipping, the optimiser) runs
+``--warmup`` batches, then as many as fit in ``--seconds``; tokens/s = units / time. Nothing else
+runs in the process meanwhile (no validation). Run it alone on the machine.
+
+Quality (``--quality-units N``): ``treelm train`` of each config in each precision from the same
+seed, at a constant learning rate, for the same N training units (``train.max_units``), then the
+validation perplexity of each; bf16 should be within 1.5% of fp32. Where ``auto`` finds no
+native bfloat16 (the measurement in the record), the bf16 runs would take hours of emulated
+products: they are skipped with the estimate unless ``--force``.
+
+The record (``benchmarks/results/precision-DATE.json``) holds the machine (CPU model and vector
+extensions: ``avx512_bf16`` / ``amx_bf16`` are what native bfloat16 means on x86), ``auto``'s
+measurement and choice, and per config the tokens/s of each precision and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch  # noqa: E402
+from common import write_result  # noqa: E402
+
+from treelm.config import apply_overrides, load_config  # noqa: E402
+from treelm.kernels import precision  # noqa: E402
+from treelm.rundir.files import RunFiles, read_metrics  # noqa: E402
+from treelm.train.trainer import Trainer  # noqa: E402
+
+CONFIGS = ["configs/ptb-onlstm-cpu.yaml", "configs/ptb-lstm-cpu.yaml"]
+
+
+def tokens_per_s(config: str, prec: str, seconds: float, warmup: int, max_batches: int,
+                 overrides: list[str]) -> dict:
+    """Training steps of ``config`` in ``prec`` for about ``seconds``: units/s and batches."""
+    cfg = apply_overrides(load_config(config), [f"train.precision={prec}",
+                                                "train.lr_schedule=constant", *overrides])
+    with tempfile.TemporaryDirectory() as tmp:
+        tr = Trainer(cfg, RunFiles(Path(tmp) / "run"), quiet=True)
+        tr.net.train()
+        batches = tr.task.batches()
+        for _ in range(warmup):
+            batch = next(batches)
+            tr.step(batch, tr.tc.lr)
+        units, n, t0 = 0, 0, time.perf_counter()
+        while n < max_batches and time.perf_counter() - t0 < seconds:
+            batch = next(batches)
+            tr.step(batch, tr.tc.lr)
+            units += batch.size
+            n += 1
+        dt = time.perf_counter() - t0
+    return {"tokens_per_s": round(units / dt, 1), "batches": n, "tokens": units,
+            "seconds": round(dt, 2)}
+
+
+def quality(config: str, prec: str, units: int, runs: Path, overrides: list[str]) -> dict:
+    """Validation perplexity after ``units`` training units at a constant rate."""
+    out = runs / f"{Path(config).stem}-{prec}"
+    cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", config, "--out", str(out),
+           "--force", f"train.precision={prec}", f"train.max_units={units}",
+           "train.lr_schedule=constant", "train.max_minutes=null",
+           "train.eval_every_minutes=null", "train.epochs=1000", *overrides]
+    subprocess.run(cmd, check=True)
+    valid = [m for m in read_metrics(out) if m["event"] == "valid"]
+    done = next(m for m in reversed(read_metrics(out)) if m["event"] == "done")
+    key = "bpc" if "bpc" in valid[-1] else "ppl"
+    return {"units": done["tokens"], f"valid_{key}": valid[-1][key],
+            "elapsed_min": round(done["elapsed"] / 60, 2), "run": str(out)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--configs", nargs="+", default=CONFIGS)
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"],
+                    choices=["fp32", "bf16"])
+    ap.add_argument("--seconds", type=float, default=90.0, help="timed training per measurement")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed batches first")
+    ap.add_argument("--max-batches", type=int, default=10_000)
+    ap.add_argument("--quality-units", type=int, default=0,
+                    help="also train each precision for this many units and compare perplexity")
+    ap.add_argument("--runs", type=Path, default=Path("runs/precision"))
+    ap.add_argument("--force", action="store_true",
+                    help="run the bf16 quality runs even without native bfloat16")
+    ap.add_argument("--out", type=Path, default=None, help="record (default: results/)")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
+    args = ap.parse_args()
+
+    auto = precision.measure("cpu")
+    print(f"auto: {auto.precision} ({auto.reason})", file=sys.stderr, flush=True)
+    entries: dict[str, dict] = {}
+    for config in args.configs:
+        entry: dict = {"speed": {}}
+        for prec in args.precisions:
+            r = tokens_per_s(config, prec, args.seconds, args.warmup, args.max_batches,
+                             args.overrides)
+            entry["speed"][prec] = r
+            print(f"{config} {prec}: {r['tokens_per_s']:,.0f} tokens/s ({r['batches']} batches)",
+                  file=sys.stderr, flush=True)
+        sp = entry["speed"]
+        if "fp32" in sp and "bf16" in sp:
+            entry["bf16_over_fp32"] = round(sp["bf16"]["tokens_per_s"] /
+                                            sp["fp32"]["tokens_per_s"], 3)
+        if args.quality_units:
+            entry["quality"] = {}
+            for prec in args.precisions:
+                if prec == "bf16" and auto.precision != "bf16" and not args.force:
+                    rate = sp.get("bf16", {}).get("tokens_per_s")
+                    hours = args.quality_units / rate / 3600 if rate else None
+                    entry["quality"][prec] = {
+                        "skipped": "no native bfloat16 on this machine (auto: fp32)" +
+                        (f"; {args.quality_units:,} units at {rate:,.0f} tokens/s would take "
+                         f"{hours:.1f} h" if hours else "")}
+                    continue
+                entry["quality"][prec] = quality(config, prec, args.quality_units, args.runs,
+                                                 args.overrides)
+            q = entry["quality"]
+            key = next((k for k in q.get("fp32", {}) if k.startswith("valid_")), None)
+            if key and key in q.get("bf16", {}):
+                entry["quality_bf16_vs_fp32"] = round(q["bf16"][key] / q["fp32"][key] - 1, 4)
+        entries[config] = entry
+    write_result("precision", {"auto": auto.as_dict(), "threads": torch.get_num_threads(),
+                               "seconds": args.seconds, "configs": entries},
+                 merge_key="configs", path=args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""Numeric precision of a run: ``fp32`` or ``bf16`` mixed precision, and ``auto``'s measured choice.
+
+Under ``bf16`` the forward pass and the loss run inside ``torch.autocast(device, bfloat16)``:
+
+    products (x Wᵀ, h Uᵀ, convolutions, attention scores)   bfloat16 operands, float32 accumulation
+    everything else                                          float32
+
+Weights, gradients and optimiser states stay float32 (autocast casts a weight to bfloat16 as an
+operand only). The models and cells bring each product's result back to float32 before any
+nonlinearity, so gates, softmax / log-softmax / cross-entropy, cumax, the cell state, AR/TAR and
+every reduction run in float32 (``gemm.linear`` does it for the cells, the models do it at their
+few products of their own; ``tests/test_precision.py`` compares losses and gradients with fp32).
+
+Why measured rather than decided by a flag of the processor: bfloat16 pays only where the machine
+multiplies it natively (AVX512-BF16 or AMX on x86 CPUs, tensor cores of compute capability ≥ 8.0
+on CUDA). Elsewhere the products are emulated: on an AVX2-only CPU a bfloat16 product measured
+25× *slower* than float32 (``benchmarks/precision.py``). So ``auto`` times one product of a
+language model's shape in both precisions once per process and device, and takes ``bf16`` only
+where it is at least :data:`MIN_SPEEDUP` times faster; the measurement is logged and recorded,
+and a resumed run keeps the precision it started with (so it rounds as before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+PRECISIONS = ("fp32", "bf16", "auto")
+MIN_SPEEDUP = 1.3        # bf16 must beat float32 by this factor for `auto` to take it
+SHAPE = (256, 512, 1024)  # (M, K, N): rows × width → gates (a layer's, an output layer's slice)
+PROBE = (64, 256, 256)    # a first, cheap look: an emulated bfloat16 is many times slower already
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``auto`` measured on a device and what it took."""
+
+    device: str
+    precision: str              # "fp32" | "bf16"
+    reason: str                 # one line for the log
+    fp32_ms: float | None = None
+    bf16_ms: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _time_product(dtype: torch.dtype, device: torch.device, shape: tuple[int, int, int],
+                  repeats: int = 10, budget_s: float = 0.3) -> float:
+    """Fastest of up to ``repeats`` timed (M, K) · (K, N) products in ``dtype`` on ``device``, in
+    milliseconds (the minimum: other work on the machine only ever adds time), within about
+    ``budget_s`` seconds."""
+    m, k, n = shape
+    g = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(m, k, generator=g).to(device=device, dtype=dtype)
+    b = torch.randn(k, n, generator=g).to(device=device, dtype=dtype)
+    best, start = float("inf"), time.perf_counter()
+    for i in range(repeats + 1):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i:                  # the first call warms caches and may pick a kernel
+            best = min(best, time.perf_counter() - t0)
+            if time.perf_counter() - start > budget_s:
+                break
+    return 1e3 * best
+
+
+Measure = Callable[[torch.dtype, torch.device, tuple[int, int, int]], float]
+_CHOICES: dict[str, Choice] = {}
+
+
+def measure(device: torch.device | str, timer: Measure | None = None) -> Choice:
+    """``auto``'s choice for ``device``: measured once per process and device (``timer`` replaces
+    the timing, for tests: ``timer(dtype, device, (M, K, N)) -> ms``). A small product is timed
+    first: where bfloat16 is more than twice as slow there it is emulated, and the choice is
+    made without timing the larger one (a fraction of a second instead of one)."""
+    device = torch.device(device)
+    key = str(device)
+    if timer is None and key in _CHOICES:
+        return _CHOICES[key]
+    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 8:
+        choice = Choice(key, "fp32", "no bfloat16 tensor cores (compute capability < 8.0)")
+    elif device.type not in ("cpu", "cuda"):
+        choice = Choice(key, "fp32", f"no bfloat16 autocast measured on {device.type}")
+    else:
+        time_it = timer or _time_product
+        with torch.no_grad():
+            shape = PROBE
+            f32 = time_it(torch.float32, device, shape)
+            b16 = time_it(torch.bfloat16, device, shape)
+            if f32 / b16 >= 0.5:        # not clearly emulated: time the product that counts
+                shape = SHAPE
+                f32 = time_it(torch.float32, device, shape)
+                b16 = time_it(torch.bfloat16, device, shape)
+        speedup = f32 / b16
+        native = speedup >= MIN_SPEEDUP
+        m, k, n = shape
+        choice = Choice(key, "bf16" if native else "fp32",
+                        f"bfloat16 products {speedup:.2f}× float32 "
+                        f"({b16:.3g} vs {f32:.3g} ms for {m}×{k}·{k}×{n}); " +
+                        ("native: bf16" if native else f"not {MIN_SPEEDUP}× faster: fp32"),
+                        round(f32, 4), round(b16, 4))
+    if timer is None:
+        _CHOICES[key] = choice
+    return choice
+
+
+def forget() -> None:
+    """Drop the measured choices (tests)."""
+    _CHOICES.clear()
+
+
+def resolve(requested: str, device: torch.device | str) -> Choice:
+    """The precision to run in: ``requested`` unless it is ``auto`` (then :func:`measure`)."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"unknown precision {requested!r}: one of {PRECISIONS}")
+    if requested == "auto":
+        return measure(device)
+    return Choice(str(torch.device(device)), requested, "asked for")
+
+
+def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractContextManager:
+    """The context a forward pass and its loss run in: bfloat16 autocast for ``bf16``, nothing
+    for ``fp32``."""
+    device = torch.device(device)
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    if precision != "fp32":
+        raise ValueError(f"unknown precision {precision!r}: fp32 or bf16 (resolve 'auto' first)")
+    return contextlib.nullcontext()
+
+
+def autocasting(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` (``False`` for types it does not know, e.g.
+    ``meta``, where asking raises)."""
+    return device_type in ("cpu", "cuda", "xpu", "mps") and torch.is_autocast_enabled(device_type)
+
+
+def up(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32 if autocast made it bfloat16 / float16 (float64 and float32 stay)."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
