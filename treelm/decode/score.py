@@ -27,7 +27,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from treelm.progress import Ticker
 from treelm.text import Tokenizer, Vocab
+from treelm.threads import recurrence_threads
 
 
 def encode_sentences(tokenizer: Tokenizer, vocab: Vocab,
@@ -59,6 +61,7 @@ def sentence_logprobs(model: nn.Module, vocab: Vocab, tokenizer: Tokenizer,
     # length order: a batch holds sentences of (nearly) one length, so little is padding
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     try:
+        tick = Ticker("scoring", len(ids), "sentences")
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
             lengths = torch.tensor([len(ids[i]) for i in rows])
@@ -67,13 +70,16 @@ def sentence_logprobs(model: nn.Module, vocab: Vocab, tokenizer: Tokenizer,
                 grid[: len(ids[i]), b] = torch.tensor(ids[i])
             grid = grid.to(device)
             inputs, targets = grid[:-1], grid[1:]                       # (T, B) each
-            logits = model(inputs).logits.float()                       # (T, B, V)
+            with recurrence_threads(model, len(rows)):      # small steps: one thread
+                logits = model(inputs).logits.float()                   # (T, B, V)
             logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
             # position t predicts symbol t+1: a sentence of L ids has L-1 predictions
             keep = torch.arange(inputs.size(0), device=device).unsqueeze(1) < (
                 lengths.to(device) - 1).unsqueeze(0)
             sums = torch.where(keep, logp, torch.zeros_like(logp)).double().sum(0)
             out[torch.tensor(rows)] = sums.cpu()
+            tick.update(len(rows))
+        tick.close()
     finally:
         model.train(was_training)
     return out, torch.tensor(unks, dtype=torch.long)

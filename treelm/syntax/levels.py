@@ -51,10 +51,15 @@ import torch
 from torch import nn
 
 from treelm.errors import TreelmError
+from treelm.progress import Ticker
 from treelm.syntax.trees import Tree, build_tree, mirror_tree
 from treelm.text.vocab import Vocab
+from treelm.threads import recurrence_threads
 
 NO_MASTER_GATES = "this run's model has no ON-LSTM layers; tree induction needs master gates"
+#: Time steps × sentences read per forward pass: a long sentence is read in pieces (the state
+#: carried) so that its progress can be reported; shorter batches in one pass.
+STEPS = 4096
 #: Reading directions: left to right (a language model, a forward encoder stack) or right to
 #: left (the second stack of a bidirectional encoder).
 DIRECTIONS = ("forward", "backward")
@@ -198,12 +203,25 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def _run(model: nn.Module, tokens: torch.Tensor, states: list | None, rows: list[int]):
-    """The model's features only (no output layer); levels ``(n_rows, T, B)`` each."""
-    out = model.features(tokens, states)
-    df = torch.stack([out.aux[r]["df"] for r in rows])
-    di = torch.stack([out.aux[r]["di"] for r in rows])
-    return out.states, df, di
+def _run(model: nn.Module, tokens: torch.Tensor, states: list | None, rows: list[int],
+         lengths: Sequence[int] = (), tick: Ticker | None = None):
+    """The model's features only (no output layer); levels ``(n_rows, T, B)`` each.
+
+    Long inputs are read :data:`STEPS` tokens (time steps × sentences) per pass, the state
+    carried (the same numbers as one pass), so that ``tick`` counts the words of ``lengths``
+    (the sentences' true lengths) as they are read, within one long sentence too."""
+    steps = max(1, STEPS // tokens.size(1))
+    parts = []
+    for lo in range(0, tokens.size(0), steps):
+        with recurrence_threads(model, tokens.size(1)):        # small steps: 1 thread
+            out = model.features(tokens[lo:lo + steps], states)
+        states = out.states
+        parts.append(torch.stack([torch.stack([out.aux[r][k] for r in rows])
+                                  for k in ("df", "di")]))
+        if tick is not None:
+            tick.update(sum(max(0, min(n, lo + steps) - lo) for n in lengths))
+    both = parts[0] if len(parts) == 1 else torch.cat(parts, 2)
+    return states, both[0], both[1]
 
 
 def compute_levels(
@@ -229,7 +247,7 @@ def compute_levels(
     device = next(model.parameters()).device
     start: list = []                  # the opening <eos>'s state, run once when first needed
 
-    def read(chunk: list[Sequence[int]]) -> np.ndarray:
+    def read(chunk: list[Sequence[int]], tick: Ticker) -> np.ndarray:
         if not start:   # the opening <eos> from the zero state: the same for every sentence
             start.append(_run(model, torch.full((1, 1), eos, dtype=torch.long, device=device),
                               None, rows)[0])
@@ -238,7 +256,8 @@ def compute_levels(
         for b, ids in enumerate(chunk):
             grid[: len(ids), b] = ids
         states = [tuple(s.expand(B, -1).contiguous() for s in state) for state in start[0]]
-        _, df, di = _run(model, torch.from_numpy(grid).to(device), states, rows)
+        _, df, di = _run(model, torch.from_numpy(grid).to(device), states, rows,
+                         [len(ids) for ids in chunk], tick)
         return torch.stack((df, di)).permute(3, 0, 1, 2).float().cpu().numpy()  # (B,2,L,T)
 
     with _eval_mode(model):
@@ -249,23 +268,25 @@ def batched_levels(
     id_seqs: Sequence[Sequence[int]],
     n_layers: int,
     batch_size: int,
-    read: Callable[[list[Sequence[int]]], np.ndarray],
+    read: Callable[[list[Sequence[int]], Ticker], np.ndarray],
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The batching both level readers share: the non-empty sentences sorted longest first,
-    ``batch_size`` at a time, to ``read(chunk)`` -> ``(B, 2, n_layers, >= n)`` levels (``d_f``
-    then ``d_i``; the first sentence of a chunk is its longest), cut back to each sentence's n
-    and returned in input order; an empty sentence gets ``(n_layers, 0)`` arrays unread."""
+    ``batch_size`` at a time, to ``read(chunk, tick)`` -> ``(B, 2, n_layers, >= n)`` levels
+    (``d_f`` then ``d_i``; the first sentence of a chunk is its longest), cut back to each
+    sentence's n and returned in input order; an empty sentence gets ``(n_layers, 0)`` arrays
+    unread. ``read`` counts the words it has read on ``tick`` (progress on stderr)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     empty = np.zeros((n_layers, 0), np.float32)
     results = [(empty, empty) for _ in id_seqs]
     order = sorted((i for i, s in enumerate(id_seqs) if len(s)), key=lambda i: -len(id_seqs[i]))
-    for lo in range(0, len(order), batch_size):
-        chunk = order[lo : lo + batch_size]
-        both = read([id_seqs[i] for i in chunk])
-        for b, i in enumerate(chunk):
-            n = len(id_seqs[i])
-            results[i] = (both[b, 0, :, :n], both[b, 1, :, :n])
+    with Ticker("reading levels", sum(len(s) for s in id_seqs), "words") as tick:
+        for lo in range(0, len(order), batch_size):
+            chunk = order[lo : lo + batch_size]
+            both = read([id_seqs[i] for i in chunk], tick)
+            for b, i in enumerate(chunk):
+                n = len(id_seqs[i])
+                results[i] = (both[b, 0, :, :n], both[b, 1, :, :n])
     return results
 
 

@@ -10,10 +10,11 @@ translation encoder's over the source side).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import TYPE_CHECKING, Any
 
 from treelm.errors import TreelmError
+from treelm.progress import Ticker
 
 if TYPE_CHECKING:
     from treelm.text.inputs import UnknownSymbols
@@ -81,13 +82,16 @@ def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: s
 
     policy = policy or UnknownSymbols(unk)
     n = 0
-    for chunk in chunks(lines, CHUNK):
-        tokens = [tokenize(t, source.tokenizer, segment, normalize) for t in chunk]
-        if single and not tokens[0]:
-            raise TreelmError("no input: the sentence is empty")
-        levels = source.read(tokens, batch_size, "map")
-        for text, toks, lv in zip(chunk, tokens, levels):
-            n += 1
-            unknown = [toks[i] for i in lv.unknown]
-            policy.check(unknown, "the sentence" if single else f"{where}:{n}")
-            yield format_parse(toks, lv, layers, fmt, style, text), unknown
+    total = len(lines) if isinstance(lines, Sized) else None
+    with Ticker("parsing", total, "sentences") as tick:
+        for chunk in chunks(lines, CHUNK):
+            tokens = [tokenize(t, source.tokenizer, segment, normalize) for t in chunk]
+            if single and not tokens[0]:
+                raise TreelmError("no input: the sentence is empty")
+            levels = source.read(tokens, batch_size, "map")
+            for text, toks, lv in zip(chunk, tokens, levels):
+                n += 1
+                unknown = [toks[i] for i in lv.unknown]
+                policy.check(unknown, "the sentence" if single else f"{where}:{n}")
+                yield format_parse(toks, lv, layers, fmt, style, text), unknown
+            tick.update(len(chunk))

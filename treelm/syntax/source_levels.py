@@ -53,6 +53,7 @@ import torch
 from torch import nn
 
 from treelm.errors import TreelmError
+from treelm.progress import Ticker
 from treelm.syntax.levels import (
     DIRECTIONS,
     SentenceLevels,
@@ -105,13 +106,14 @@ def compute_source_levels(
     stack, rows = DIRECTIONS.index(direction), [k - 1 for k in layers]
     device = next(model.parameters()).device
 
-    def read(chunk: list[Sequence[int]]) -> np.ndarray:
+    def read(chunk: list[Sequence[int]], tick: Ticker) -> np.ndarray:
         grid = np.full((len(chunk), len(chunk[0]) + 1), pad, dtype=np.int64)  # pad after <eos>
         for b, ids in enumerate(chunk):
             grid[b, : len(ids)] = ids
             grid[b, len(ids)] = eos
         aux = model.encoder_features(torch.from_numpy(grid).to(device))[stack].aux
         both = torch.stack([torch.stack([aux[r][key] for r in rows]) for key in ("df", "di")])
+        tick.update(sum(len(ids) for ids in chunk))
         return both.permute(3, 0, 1, 2).float().cpu().numpy()              # (B, 2, L, S)
 
     with _eval_mode(model):

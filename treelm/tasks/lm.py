@@ -14,8 +14,10 @@ Loss per batch (Merity et al. 2018, Sec. 4.6):
 with AR on the last layer's dropped output and TAR on its raw output. Evaluation carries the
 hidden state through the whole split (batch ``eval_batch_size``, or ``test_batch_size`` on test)
 and reports the mean loss per token in nats with perplexity ``exp(loss)``, or bits per character
-``loss / ln 2`` for a character tokenizer. The position in the epoch, the carried states and the
-length schedule's RNG are the task's checkpoint state.
+``loss / ln 2`` for a character tokenizer; it reads 4096 tokens per forward pass whatever
+``bptt`` is (the carried state makes the length irrelevant to the numbers), so that a batch-1
+test set costs no Python per token (:func:`evaluate_stream`). The position in the epoch, the
+carried states and the length schedule's RNG are the task's checkpoint state.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ from torch import Tensor, nn
 from treelm.cells import State
 from treelm.data.batching import BPTTSchedule, batchify, get_batch
 from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus, read_stream
+from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.text.tokenizers import Tokenizer
 from treelm.text.vocab import Vocab
+from treelm.threads import recurrence_threads
 
 
 @dataclass
@@ -72,24 +76,51 @@ def shard(data: Tensor, rank: int, world: int) -> Tensor:
     return data[rank * n : (rank + 1) * n]
 
 
-@torch.no_grad()
-def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int) -> float:
-    """Mean cross-entropy per token (nats) over the whole stream ``data`` (N,)."""
-    was_training = model.training
-    model.eval()
+#: Tokens (rows × columns) read per forward pass in evaluation. The state is carried across
+#: passes, so the length changes no number (up to float rounding); long passes make one output
+#: GEMM per block of rows and leave nothing per token to Python. At batch 1 (test) a pass is
+#: 4096 steps, at 10 or 64 columns the ``bptt`` rows or more.
+EVAL_TOKENS = 4096
+#: Logits made at once by the output layer: at most this many floats (64 MiB in float32).
+EVAL_LOGITS = 1 << 24
+
+
+def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, vocab_size: int,
+                    what: str = "evaluating", tokens: int = EVAL_TOKENS) -> float:
+    """Mean cross-entropy per token (nats) over the whole stream ``data`` (N,).
+
+    ``data`` is cut into ``batch_size`` columns (:func:`batchify`) read top to bottom with the
+    state carried, ``max(bptt, tokens // batch_size)`` rows per pass; the output layer and the
+    cross-entropy run on blocks of at most :data:`EVAL_LOGITS` logits (``vocab_size`` V per
+    token), on every thread; a recurrence of small steps on one
+    (:func:`~treelm.threads.recurrence_threads`). Losses are summed in float64. Progress
+    on stderr (:class:`treelm.progress.Ticker`, as ``what``)."""
     device = next(model.parameters()).device
     source = batchify(data, batch_size).to(device)
+    rows = max(bptt, tokens // batch_size)
+    block = max(1, EVAL_LOGITS // vocab_size)         # rows of logits made at once
+    total = torch.zeros((), dtype=torch.float64, device=device)
     states = None
-    total, count = 0.0, 0
-    for i in range(0, source.size(0) - 1, bptt):
-        x, y = get_batch(source, i, bptt)
-        out = model(x, states)
-        states = out.states
-        total += F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1),
-                                 reduction="sum").item()
-        count += y.numel()
-    model.train(was_training)
-    return total / count
+    n = max(0, source.size(0) - 1)                    # rows that have a next token
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), Ticker(what, n * batch_size, "tokens") as tick:
+            for i in range(0, n, rows):
+                x, y = get_batch(source, i, rows)
+                with recurrence_threads(model, batch_size):     # small steps: 1 thread
+                    out = model.features(x, states)
+                states = out.states
+                h = out.out.reshape(-1, out.out.size(-1))
+                y = y.reshape(-1)
+                for lo in range(0, h.size(0), block):
+                    logits = model.logits(h[lo:lo + block])      # float32 at least
+                    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+                    total += F.cross_entropy(logits, y[lo:lo + block], reduction="sum").double()
+                tick.update(y.numel())
+    finally:
+        model.train(was_training)
+    return total.item() / max(1, n * batch_size)
 
 
 class LMTask(Task):
@@ -194,10 +225,11 @@ class LMTask(Task):
         if batch_size is None:
             batch_size = (self.options.test_batch_size if split == "test"
                           else self.options.eval_batch_size)
-        return self._score(model, data, batch_size)
+        return self._score(model, data, batch_size, f"{split} set")
 
-    def _score(self, model: nn.Module, data: Tensor, batch_size: int) -> Evaluation:
-        loss = evaluate_stream(model, data, batch_size, self.options.bptt)
+    def _score(self, model: nn.Module, data: Tensor, batch_size: int,
+               what: str = "scoring") -> Evaluation:
+        loss = evaluate_stream(model, data, batch_size, self.options.bptt, len(self.vocab), what)
         return Evaluation({"loss": loss, **self.train_scores(loss)}, "loss", size=data.numel())
 
     def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
@@ -206,7 +238,7 @@ class LMTask(Task):
         ``batch_size``); its symbols outside the vocabulary are read as ``<unk>`` and counted
         (``unk_tokens``)."""
         data, unknown = read_stream(path, self.tokenizer, self.vocab)
-        ev = self._score(model, data, batch_size or self.options.test_batch_size)
+        ev = self._score(model, data, batch_size or self.options.test_batch_size, path)
         ev.details["unk_tokens"] = unknown
         return ev
 

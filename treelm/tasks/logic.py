@@ -44,6 +44,7 @@ from treelm.data.logic import (
     load_split,
     read_split,
 )
+from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
 from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
@@ -177,7 +178,7 @@ class LogicTask(ExampleTask):
         best = [0] * len(rows)
         total = 0.0
         order = sorted(range(len(rows)), key=lambda i: max(len(rows[i][0]), len(rows[i][1])))
-        with eval_mode(model):
+        with eval_mode(model), Ticker("classifying", len(rows), "pairs") as tick:
             for lo in range(0, len(order), bs):
                 idx = order[lo:lo + bs]
                 left, llen, right, rlen, rel = (t.to(self.device)
@@ -186,6 +187,7 @@ class LogicTask(ExampleTask):
                 total += F.cross_entropy(logits, rel, reduction="sum").item()
                 for i, y in zip(idx, logits.argmax(-1).tolist(), strict=True):
                     best[i] = y
+                tick.update(len(idx))
         return best, total
 
     def evaluate(self, model: nn.Module, split: str = "valid",

@@ -39,6 +39,7 @@ from treelm.data.tagging import (
     read_split,
     split_files,
 )
+from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.tasks.conlleval import chunk_scores
@@ -221,6 +222,7 @@ class TaggingTask(Task):
         intents: list[int | None] = [None] * len(rows)
         total, count = 0.0, 0
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+        tick = Ticker("tagging", len(rows), "utterances")
         for lo in range(0, len(order), bs):
             idx = order[lo:lo + bs]
             words, lengths, tags, _ = self._batch([rows[i] for i in idx])
@@ -235,6 +237,8 @@ class TaggingTask(Task):
                 labels[i] = best[: int(lengths[b]), b].tolist()
                 if res.intent is not None:
                     intents[i] = int(res.intent[b].argmax())
+            tick.update(len(idx))
+        tick.close()
         model.train(was)
         return labels, intents, total, count
 

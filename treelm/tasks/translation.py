@@ -54,6 +54,7 @@ from treelm.data.parallel import (
 from treelm.decode.beam import beam_search
 from treelm.decode.greedy import greedy_decode
 from treelm.decode.seq2seq import RecomputeStep, Seq2SeqStep
+from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.text.tokenizers import SentencePieceTokenizer, Tokenizer, make_tokenizer
@@ -351,7 +352,7 @@ class TranslationTask(Task):
         model.eval()
         try:
             # weight-normalised models compute each weight once per search, not once per step
-            with parametrize.cached():
+            with parametrize.cached(), Ticker("translating", len(todo), "sentences") as tick:
                 for lo in range(0, len(todo), bs):
                     idx = todo[lo:lo + bs]
                     found = self._search(model, [rows[i] for i in idx], beam, alpha,
@@ -360,6 +361,7 @@ class TranslationTask(Task):
                         symbols = self.tgt_vocab.decode(ids)
                         out[i] = Translation(sentences[i], self.tgt_tok.decode_line(symbols),
                                              symbols, lp)
+                    tick.update(len(idx))
         finally:
             model.train(was)
         return out
@@ -388,12 +390,15 @@ class TranslationTask(Task):
         total, count = 0.0, 0
         batches = token_batches([len(s) for s, _ in rows], [len(t) for _, t in rows],
                                 self.options.eval_max_tokens)
+        tick = Ticker("scoring references", len(rows), "sentences")
         for b in batches:
             src, tgt_in, tgt_out = (x.to(self.device) for x in self._tensors([rows[i]
                                                                             for i in b]))
             _, nll, n = smoothed_loss(model(src, tgt_in), tgt_out, self.tgt_vocab.pad, 0.0)
             total += float(nll) * n
             count += n
+            tick.update(len(b))
+        tick.close()
         model.train(was)
         return total, count
 

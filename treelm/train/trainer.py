@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from treelm import progress
 from treelm.config import dump_config
 from treelm.errors import TreelmError
 from treelm.kernels import gemm, precision
@@ -209,7 +210,9 @@ class Trainer:
     def validate(self) -> Evaluation:
         self.averager.swap()
         try:
-            with self.autocast():   # the trees in the precision eval-parse reads this run in
+            # the task's evaluation reports progress (treelm.progress) as this loop does
+            with self.autocast(), progress.reporting(quiet=self.quiet,
+                                                     every=self.tc.progress_seconds):
                 ev = self.task.evaluate(self.model, "valid")
                 if self.trees is not None:      # logged with the scores by the "valid" event
                     self.tree_f1 = self.trees.scores(

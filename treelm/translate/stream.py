@@ -1,12 +1,13 @@
 """What ``treelm translate`` reads and prints: sentences in, one translation a line out.
 
-Input is plain UTF-8 text, one sentence a line, from a file (read whole: a tqdm bar on stderr
-counts the sentences done) or from stdin (translated as it comes: a terminal line by line, a pipe
-in chunks, so a long pipe starts printing before it ends), read, checked and refused when empty by
-:mod:`treelm.text.inputs`, which also holds the policy for unknown source symbols. Lines are
-translated in chunks of ``CHUNK`` batches, sorted by length inside the chunk by the task, and
-printed in input order, each flushed; an empty line prints an empty line, so the output stays
-aligned with the input.
+Input is plain UTF-8 text, one sentence a line, from a file (read whole) or from stdin (translated
+as it comes: a terminal line by line, a pipe in chunks, so a long pipe starts printing before it
+ends), read, checked and refused when empty by :mod:`treelm.text.inputs`, which also holds the
+policy for unknown source symbols. Lines are translated in chunks of ``CHUNK`` batches, sorted by
+length inside the chunk by the task, and printed in input order, each flushed; an empty line
+prints an empty line, so the output stays aligned with the input. Progress (sentences done, of
+how many for a file) goes to stderr (:class:`treelm.progress.Ticker`: a bar on a terminal, a line
+every 30 s otherwise), except for a typed session.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from treelm.errors import TreelmError
+from treelm.progress import Ticker, reporting
 from treelm.text.inputs import UnknownSymbols
 
 if TYPE_CHECKING:  # torch and the tasks load only when a command runs
@@ -55,26 +57,25 @@ def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[st
     bs = batch_size or task.options.eval_batch_size
     interactive = not isinstance(lines, list) and sys.stdin.isatty()
     chunk = 1 if interactive else bs * CHUNK
-    bar = None
-    if isinstance(lines, list):
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=None, leave=False)
+    # progress of the whole input (a typed session has none); the task's own ticker per chunk
+    # is silenced below
+    total = len(lines) if isinstance(lines, list) else None
+    tick = Ticker("translating", total, "sentences", silent=interactive)
     it = iter(lines)
     first = None
     done = 0
     policy = UnknownSymbols(unk, "the run's source vocabulary")
-    while block := list(islice(it, chunk)):
-        check_unknown(task, block, done + 1, policy, source)
-        done += len(block)
-        for t in task.translate(model, block, beam, alpha, bs):
-            if first is None:
-                first = t
-            print(t.text, flush=True)
-        if bar is not None:
-            bar.update(len(block))
-    if bar is not None:
-        bar.close()
+    with tick:
+        while block := list(islice(it, chunk)):
+            check_unknown(task, block, done + 1, policy, source)
+            done += len(block)
+            with reporting(quiet=True):
+                found = task.translate(model, block, beam, alpha, bs)
+            for t in found:
+                if first is None:
+                    first = t
+                print(t.text, flush=True)
+            tick.update(len(block))
     policy.report()
     if plot and first is not None:
         from treelm.translate.plot import plot_attention
