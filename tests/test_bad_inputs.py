@@ -204,7 +204,7 @@ CASES: list[tuple[str, list[str], str]] = [
     # ---------------------------------------------------------------- gradflow
     ("gradflow-none", ["gradflow"], "needs either --runs"),
     ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),
-    ("gradflow-png-dir", ["gradflow", "--cells", "elman", "--png", "{tmp}"], "is a directory"),
+    ("gradflow-png-dir", ["gradflow", "--cells", "elman", "-o", "{tmp}"], "is a directory"),
     ("gradflow-csv", ["gradflow", "--cells", "elman", "--csv", "{tmp}/g.txt"], "end in .csv"),
     ("gradflow-tensor", ["gradflow", "--cells", "tensor", "--hidden", "2000"], "M·H²"),
     ("gradflow-length", ["gradflow", "--cells", "elman", "--length", "0"], "must be >= 1"),

@@ -13,12 +13,14 @@ TRAIN_EPILOG = """examples:
   treelm train --config configs/tiny-lm.yaml --out runs/tiny
   treelm train --config configs/ptb-onlstm-cpu.yaml --out runs/onlstm train.max_minutes=60
   treelm train --resume runs/onlstm            # continue a stopped or killed run
+  treelm train --resume runs/onlstm train.max_minutes=120   # a finished run: raise its budget
 """
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from treelm.config import apply_overrides, load_config
     from treelm.rundir.files import RunFiles
+    from treelm.train.distributed import launched_rank
     from treelm.train.trainer import resume, train
 
     if args.resume:
@@ -35,7 +37,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise TreelmError(f"{run} already holds a run; use --resume {run} or --force")
         cfg = apply_overrides(load_config(args.config), args.overrides)
         summary = train(cfg, run, quiet=args.quiet)
-    if summary is not None and not args.quiet:
+    if summary is not None and launched_rank() == 0:    # under torchrun: one result, rank 0's
         print(json.dumps(summary))
     return 130 if summary and summary.get("interrupted") else 0
 
@@ -51,10 +53,18 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
     t.add_argument("--out", help="run directory to create")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint")
     t.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
-    t.add_argument("--quiet", action="store_true", help="no progress output")
+    t.add_argument("--quiet", action="store_true", help="no progress output (warnings, notes "
+                   "and the result JSON on stdout remain)")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     t.set_defaults(func=cmd_train)
     return t
+
+
+EVAL_EPILOG = """examples:
+  treelm eval runs/onlstm --split test
+  treelm eval runs/onlstm --split test --batch-size 1 --checkpoint last
+  treelm eval runs/de-en --split test > test-bleu.json   # translation: sacreBLEU lines, JSON
+"""
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -79,7 +89,8 @@ def add_eval(sub: Any) -> argparse.ArgumentParser:
                        description="Evaluate a run's best checkpoint on a split and print JSON "
                        "with the task's scores: perplexity for word models, bits per character "
                        "for character models, chunk F1 for slot filling, BLEU and chrF for "
-                       "translation (after sacreBLEU's lines with their signatures).")
+                       "translation (after sacreBLEU's lines with their signatures).",
+                       epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     e.add_argument("run_dir")
     e.add_argument("--split", choices=["valid", "test"], default="valid")
     e.add_argument("--batch-size", type=int, help="default: the config's eval/test batch size "

@@ -35,7 +35,9 @@ from treelm.rundir.checkpoint import (
     save_checkpoint,
 )
 from treelm.rundir.files import MetricsLog, RunFiles, atomic_write_text
+from treelm.rundir.lock import RunLock, RunLockedError
 from treelm.tasks.base import Batch, Evaluation
+from treelm.train import budget
 from treelm.train import distributed as D
 from treelm.train.builders import (
     absolute_data_paths,
@@ -55,6 +57,11 @@ from treelm.train.state import LoopState, upgrade_state
 class Trainer:
     def __init__(self, cfg: dict[str, Any], files: RunFiles, resume: bool = False,
                  quiet: bool = False) -> None:
+        self._t_last = time.perf_counter()      # the run's clock starts here (train.budget)
+        self.save_seconds = self.batch_seconds = 0.0
+        self.resumed = resume
+        self.finished: str | None = None        # why a resumed run has nothing left to train
+        self.lock = RunLock(files.lock)         # one writer per run directory (main process)
         self.tc, task_cls, options = train_sections(cfg)    # every value checked, nothing made
         if not resume:
             cfg = absolute_data_paths(cfg, task_cls)
@@ -82,8 +89,15 @@ class Trainer:
         self.s = LoopState(base_lr=self.tc.lr)
         self.metrics = MetricsLog(files)
         if resume:
-            self._restore()
-            self.choice = self._choose_precision(resumed=True)
+            try:
+                self._restore()
+                self.finished = budget.finished(self.s.epoch, self.s.elapsed, self.s.tokens,
+                                                self.s.stopped, self.s.limits, self.tc)
+                if not self.finished:
+                    self.choice = self._choose_precision(resumed=True)
+            except BaseException:
+                self.close()
+                raise
         else:
             self.choice = self._choose_precision(resumed=False)
             self._start()       # its step-0 checkpoint records the precision
@@ -95,18 +109,38 @@ class Trainer:
         try:
             if self.dist.main:
                 self.files.path.mkdir(parents=True, exist_ok=True)
+                self._lock()
                 atomic_write_text(self.files.config, dump_config(self.cfg))
                 self.task.save(self.files)
                 self.files.write_fingerprints(self.task.data_files())
                 self.metrics.start()
             self.save()
+        except RunLockedError:
+            raise                   # another process's run: nothing here is ours to remove
         except BaseException as e:
+            self.close()
             if made and self.dist.main:
                 shutil.rmtree(self.files.path, ignore_errors=True)
             if isinstance(e, OSError):
                 raise TreelmError(f"{self.files.path}: cannot write the run directory "
                                   f"({e.strerror or e})") from None
             raise
+
+    def _lock(self) -> None:
+        """Take the run directory's writer lock (main process; :mod:`treelm.rundir.lock`)."""
+        if not self.dist.main:
+            return
+        try:
+            note = self.lock.acquire()
+        except OSError as e:
+            raise TreelmError(f"{self.files.path}: cannot write the run directory "
+                              f"({e.strerror or e})") from None
+        if note:
+            self.tell(note)
+
+    def close(self) -> None:
+        """Release the run directory (the lock); safe to call twice."""
+        self.lock.release()
 
     def _choose_precision(self, resumed: bool) -> precision.Choice:
         """fp32 or bf16 for this run: ``train.precision``, ``auto`` measured once per process
@@ -131,6 +165,7 @@ class Trainer:
 
     # ---------------------------------------------------------------- state
     def save(self, best: bool = False) -> None:
+        t0 = self._tick()
         self.s.metrics_bytes = self.metrics.nbytes
         state = {"loop": dataclasses.asdict(self.s),
                  "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
@@ -143,8 +178,10 @@ class Trainer:
                             self.averager if self.averager.active else None,
                             precision=self.s.precision or None)
         D.barrier(self.dist)
+        self.save_seconds = self._tick() - t0
 
     def _restore(self) -> None:
+        self._lock()
         for line in self.files.changed_data() if self.dist.main else []:
             print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
         load_weights(self.files.path, self.model, "last", self.signature)
@@ -196,9 +233,34 @@ class Trainer:
             self.averager.swap()
         return ev
 
+    def _tick(self) -> float:
+        """Add the wall time since the last tick to ``elapsed``; returns now. Every second of
+        the process counts against ``max_minutes``, wherever the ticks fall."""
+        now = time.perf_counter()
+        self.s.elapsed += now - self._t_last
+        self._t_last = now
+        return now
+
+    def _validate(self) -> Evaluation:
+        """:meth:`validate`, timed: the time of the last validation budgets the final one."""
+        t0 = self._tick()
+        ev = self.validate()
+        self.s.valid_seconds = self._tick() - t0
+        return ev
+
     def out_of_time(self) -> bool:
-        return (bool(self.tc.max_minutes) and self.s.elapsed >= 60.0 * self.tc.max_minutes) or (
-            bool(self.tc.max_units) and self.s.tokens >= self.tc.max_units)
+        """True when the budget cannot hold another batch and the end of the run (the final
+        validation and its checkpoint): :mod:`treelm.train.budget`."""
+        tc, s = self.tc, self.s
+        reserve = budget.reserve_seconds(s.valid_seconds, self.save_seconds, self.batch_seconds)
+        return (bool(tc.max_minutes) and s.elapsed + reserve >= 60.0 * tc.max_minutes) or (
+            bool(tc.max_units) and s.tokens >= tc.max_units)
+
+    def _stop_on_budget(self) -> None:
+        """Record that the budget ended the run, and the limits then (a resume reads them)."""
+        tc, s = self.tc, self.s
+        s.stopped = "units" if tc.max_units and s.tokens >= tc.max_units else "minutes"
+        s.limits = budget.limits(tc)
 
     def _improved(self, ev: Evaluation) -> bool:
         if ev.badness < self.s.best:
@@ -206,12 +268,32 @@ class Trainer:
             return True
         return False
 
-    def train(self) -> dict[str, Any]:
+    def train(self) -> dict[str, Any] | None:
+        """Train to the end (epochs, budget or a stop request); the summary, or None when a
+        resumed run was already finished."""
+        s = self.s
+        if self.finished:
+            self.tell(f"treelm: {self.files.path} is finished ({self.finished}): nothing to "
+                      f"train (raise train.epochs, train.max_minutes or train.max_units on the "
+                      f"command line to train on)")
+            self._leave_group()
+            return None
         self.say(f"treelm: {self.signature.get('cell', '')} {self.signature.get('type')} with "
                  f"{count_parameters(self.model):,} parameters, {self.task.describe()}"
                  + (f", {self.dist.world} processes" if self.dist.enabled else ""))
+        if self.resumed:
+            of = f" of {self.tc.max_minutes}" if self.tc.max_minutes else ""
+            self.tell(f"treelm: resuming {self.files.path} from step {s.step:,} (epoch {s.epoch}"
+                      f", {s.elapsed / 60:.1f}{of} min done)")
         self.net.train()
         with StopRequests(self.tell) as self.stop:
+            if self.tc.max_minutes and not s.valid_seconds:
+                self.say("treelm: validating once before training: its time budgets the final "
+                         "validation inside train.max_minutes")
+                ev = self._validate()
+                self.event("valid", **ev.scores, initial=True)
+                self.say(f"  {_scores(ev, 'valid')} at step {s.step} "
+                         f"({s.valid_seconds:.1f} s)")
             stop = self._loop()
         if stop == "interrupted":
             self.tell(f"treelm: interrupted ({self.stop.signal}): saved a checkpoint at step "
@@ -247,15 +329,16 @@ class Trainer:
             if stop == "interrupted":
                 return stop
             if stop == "budget":  # one last validation of where we are
-                ev = self.validate()
+                self._stop_on_budget()
+                self.say(f"treelm: final validation (the last one took {s.valid_seconds:.1f} s)"
+                         if s.valid_seconds else "treelm: final validation")
+                ev = self._validate()
                 improved = self._improved(ev)
                 self.event("valid", **ev.scores, budget_end=True)
-                timed = tc.max_minutes and s.elapsed >= 60 * tc.max_minutes
-                spent = f"{tc.max_minutes} min" if timed else f"{tc.max_units:,} units"
-                self.say(f"| budget of {spent} reached | {_scores(ev, 'valid')}")
+                self.say(f"| {self._spent()} | {_scores(ev, 'valid')}")
                 self.save(best=improved)
                 return stop
-            ev = self.validate()
+            ev = self._validate()
             s.last_eval = s.elapsed
             s.val_history.append(ev.badness)
             improved = self._improved(ev)
@@ -277,8 +360,21 @@ class Trainer:
             s.epoch += 1
             self.task.new_epoch()
             s.epoch_loss, s.epoch_units = 0.0, 0
+            # no room for another batch and a validation: this epoch's was the final one
+            ends = s.epoch <= tc.epochs and D.any_rank(self.out_of_time(), self.dist)
+            if ends:
+                self._stop_on_budget()
+                self.say(f"| {self._spent()}")
             self.save(best=improved)
+            if ends:
+                return "budget"
         return None
+
+    def _spent(self) -> str:
+        s, tc = self.s, self.tc
+        if s.stopped == "units":
+            return f"budget of {tc.max_units:,} units reached"
+        return f"budget of {tc.max_minutes} min reached ({s.elapsed / 60:.2f} min)"
 
     def step(self, batch: Batch, lr: float) -> float:
         """One optimisation step on ``batch`` at rate ``lr``; returns the logged loss."""
@@ -301,7 +397,6 @@ class Trainer:
         progress = Progress(s.epoch, done, total, world, tc.progress_seconds,
                             60.0 * tc.max_minutes if tc.max_minutes else None,
                             self.task.train_scores, self.quiet)
-        t_last = time.perf_counter()
         t_save = s.elapsed
         win_t0, win_units_timed = time.perf_counter(), 0
         try:
@@ -316,9 +411,9 @@ class Trainer:
                 s.win_loss += value * units
                 s.win_units += units
                 win_units_timed += units
-                now = time.perf_counter()
-                s.elapsed += now - t_last
-                t_last = now
+                t_batch = self._t_last
+                now = self._tick()
+                self.batch_seconds = now - t_batch
                 progress.update(batch.size, value, s.elapsed)
                 if s.step % tc.log_interval == 0 or batch.last:
                     wl = s.win_loss / s.win_units
@@ -330,12 +425,10 @@ class Trainer:
                     win_t0, win_units_timed = now, 0
                 if tc.eval_every_minutes and (s.elapsed - s.last_eval
                                               >= 60 * tc.eval_every_minutes):
-                    ev = self.validate()
+                    ev = self._validate()
                     self.event("valid", **ev.scores)
                     self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
                     s.last_eval = s.elapsed
-                    s.elapsed += time.perf_counter() - t_last
-                    t_last = time.perf_counter()
                 if D.any_rank(self.stop.signal is not None, self.dist):
                     self.save()
                     return "interrupted"
@@ -346,8 +439,6 @@ class Trainer:
                 if D.any_rank(bool(due), self.dist) and not batch.last:
                     self.save()
                     t_save = s.elapsed
-                    s.elapsed += time.perf_counter() - t_last
-                    t_last = time.perf_counter()
         finally:
             progress.close()
         return None
@@ -358,9 +449,18 @@ def _scores(ev: Evaluation, split: str) -> str:
                       for k, v in ev.scores.items())
 
 
-def train(cfg: dict[str, Any], run: Any, quiet: bool = False) -> dict[str, Any]:
-    return Trainer(cfg, RunFiles(run), resume=False, quiet=quiet).train()
+def train(cfg: dict[str, Any], run: Any, quiet: bool = False) -> dict[str, Any] | None:
+    trainer = Trainer(cfg, RunFiles(run), resume=False, quiet=quiet)
+    try:
+        return trainer.train()
+    finally:
+        trainer.close()
 
 
-def resume(run: Any, cfg: dict[str, Any], quiet: bool = False) -> dict[str, Any]:
-    return Trainer(cfg, RunFiles(run), resume=True, quiet=quiet).train()
+def resume(run: Any, cfg: dict[str, Any], quiet: bool = False) -> dict[str, Any] | None:
+    """Continue ``run`` from its last checkpoint; None when it was finished already."""
+    trainer = Trainer(cfg, RunFiles(run), resume=True, quiet=quiet)
+    try:
+        return trainer.train()
+    finally:
+        trainer.close()
