@@ -1,10 +1,11 @@
 """``train.max_minutes`` as the wall time of the whole run, the final validation inside it, and
 when a run is finished.
 
-**What is counted.** ``LoopState.elapsed`` is wall time: from the moment each process that
-trained the run built its trainer (reading data, building the model, the step-0 checkpoint), every
-batch, every validation and every checkpoint. Python's own start (importing torch, a few seconds)
-is the only part of a command outside it.
+**What is counted.** ``LoopState.elapsed`` is wall time: from the start of each ``treelm train``
+command that trained the run (``treelm.cli.main``: importing torch, reading data, building the
+model, the step-0 checkpoint), every batch, every validation and every checkpoint. The
+interpreter's own start before ``main`` and the exit after the result are the only parts of a
+command outside it.
 
 **When training stops.** Training must leave time for what follows it, the final validation and
 its checkpoint, so after every batch the loop stops when
@@ -19,8 +20,10 @@ than the previous one on a shared machine. A run with a budget and no validation
 (a new run, or one that never reached a validation) validates once before its first batch: the
 measurement is a real validation of the untrained model, logged as such (``initial: true``), and
 costs what the final one will (a fraction of a validation would need every task to evaluate a
-part of its data, and would still have to be scaled up). An epoch that ends inside the reserve
-ends the run: its validation is the final one.
+part of its data, and would still have to be scaled up). If the budget cannot hold another
+validation after that one, the run ends there, that validation being its final one (a one-line
+note says so). An epoch that ends inside the reserve ends the run: its validation is the final
+one.
 
 **Finished runs.** A run that stopped on its budget records why (``minutes`` or ``units``) and the
 limits then in force. ``treelm train --resume`` on a finished run (that budget spent, or every

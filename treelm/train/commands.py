@@ -28,7 +28,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise TreelmError("--resume takes the config from the run directory; drop --config")
         run = Path(args.resume)
         cfg = apply_overrides(load_config(RunFiles(run).config), args.overrides)
-        summary = resume(run, cfg, quiet=args.quiet)
+        summary = resume(run, cfg, quiet=args.quiet, started=args.started)
     else:
         if not args.config or not args.out:
             raise TreelmError("train needs --config FILE and --out RUN_DIR (or --resume RUN_DIR)")
@@ -36,7 +36,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if RunFiles(run).pointer.exists() and not args.force:
             raise TreelmError(f"{run} already holds a run; use --resume {run} or --force")
         cfg = apply_overrides(load_config(args.config), args.overrides)
-        summary = train(cfg, run, quiet=args.quiet)
+        summary = train(cfg, run, quiet=args.quiet, started=args.started)
     if summary is not None and launched_rank() == 0:    # under torchrun: one result, rank 0's
         print(json.dumps(summary))
     return 130 if summary and summary.get("interrupted") else 0

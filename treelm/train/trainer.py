@@ -56,8 +56,9 @@ from treelm.train.state import LoopState, upgrade_state
 
 class Trainer:
     def __init__(self, cfg: dict[str, Any], files: RunFiles, resume: bool = False,
-                 quiet: bool = False) -> None:
-        self._t_last = time.perf_counter()      # the run's clock starts here (train.budget)
+                 quiet: bool = False, started: float | None = None) -> None:
+        # the run's clock starts with the command (``started``: its perf_counter), else here
+        self._t_last = time.perf_counter() if started is None else started
         self.save_seconds = self.batch_seconds = 0.0
         self.resumed = resume
         self.finished: str | None = None        # why a resumed run has nothing left to train
@@ -287,6 +288,7 @@ class Trainer:
                       f", {s.elapsed / 60:.1f}{of} min done)")
         self.net.train()
         with StopRequests(self.tell) as self.stop:
+            ends = False
             if self.tc.max_minutes and not s.valid_seconds:
                 self.say("treelm: validating once before training: its time budgets the final "
                          "validation inside train.max_minutes")
@@ -294,7 +296,16 @@ class Trainer:
                 self.event("valid", **ev.scores, initial=True)
                 self.say(f"  {_scores(ev, 'valid')} at step {s.step} "
                          f"({s.valid_seconds:.1f} s)")
-            stop = self._loop()
+                if D.any_rank(self.out_of_time(), self.dist):
+                    # no room to train and validate again: this validation is the final one
+                    self.tell(f"treelm: one validation takes {s.valid_seconds:.1f} s: "
+                              f"train.max_minutes = {self.tc.max_minutes} leaves no time to "
+                              f"train and validate again; the run ends here")
+                    self._improved(ev)
+                    self._stop_on_budget()
+                    self.save(best=True)
+                    ends = True
+            stop = "budget" if ends else self._loop()
         if stop == "interrupted":
             self.tell(f"treelm: interrupted ({self.stop.signal}): saved a checkpoint at step "
                      f"{self.s.step} (epoch {self.s.epoch}, {self.s.elapsed / 60:.1f} min); "
@@ -449,17 +460,21 @@ def _scores(ev: Evaluation, split: str) -> str:
                       for k, v in ev.scores.items())
 
 
-def train(cfg: dict[str, Any], run: Any, quiet: bool = False) -> dict[str, Any] | None:
-    trainer = Trainer(cfg, RunFiles(run), resume=False, quiet=quiet)
+def train(cfg: dict[str, Any], run: Any, quiet: bool = False,
+          started: float | None = None) -> dict[str, Any] | None:
+    """Train a new run into ``run``; ``started``: the command's start (``time.perf_counter``),
+    from which ``train.max_minutes`` counts (default: now)."""
+    trainer = Trainer(cfg, RunFiles(run), resume=False, quiet=quiet, started=started)
     try:
         return trainer.train()
     finally:
         trainer.close()
 
 
-def resume(run: Any, cfg: dict[str, Any], quiet: bool = False) -> dict[str, Any] | None:
+def resume(run: Any, cfg: dict[str, Any], quiet: bool = False,
+           started: float | None = None) -> dict[str, Any] | None:
     """Continue ``run`` from its last checkpoint; None when it was finished already."""
-    trainer = Trainer(cfg, RunFiles(run), resume=True, quiet=quiet)
+    trainer = Trainer(cfg, RunFiles(run), resume=True, quiet=quiet, started=started)
     try:
         return trainer.train()
     finally:
