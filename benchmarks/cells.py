@@ -2,16 +2,19 @@
 (forward under ``torch.no_grad``) tokens/s, one layer, time-major input.
 
     .venv/bin/python benchmarks/cells.py [--json] [--sizes paper cpu] [--repeats N]
-        [--gemm auto|mkl|onednn|mm] [--device cpu|cuda]
+        [--gemm auto|mkl|onednn|mm] [--device cpu|cuda] [--models NAME ...] [--out PATH]
 
 Compares ``torch.nn.LSTM`` with treelm's cells: the reference ON-LSTM (``impl="reference"``), the
-fused ON-LSTM (``impl="auto"``: the CPU autograd Function of :mod:`treelm.kernels.onlstm_cpu`) and
-whatever other cells ``treelm.cells`` provides. Each measurement: warm-up runs, then the median of
-``--repeats`` timed runs. Prints a table (or the JSON with ``--json``) and writes
-``benchmarks/results/cells-<YYYYMMDD>.json`` with the machine (CPU vendor and model included) and
-the exact command line. The per-step recurrent products of the fused ON-LSTM and of the GEMM floor
-run on the backend :mod:`treelm.kernels.gemm` measures fastest per shape (``--gemm`` forces one);
-the record lists, per size and model, which backend each product used and the times measured.
+fused ON-LSTM (``onlstm.fused``: ``impl="auto"``, on the CPU the C++ loops of
+:mod:`treelm.kernels.onlstm_cxx`; ``onlstm.fused-python``: ``impl="cpu"``, the pure-PyTorch
+Function of :mod:`treelm.kernels.onlstm_cpu`) and whatever other cells ``treelm.cells`` provides.
+The record's ``cxx`` entry says whether the C++ loop ran (and if not, why). Each measurement:
+warm-up runs, then the median of ``--repeats`` timed runs. Prints a table (or the JSON with
+``--json``) and writes ``benchmarks/results/cells-<YYYYMMDD>.json`` (or ``--out``) with the
+machine (CPU vendor and model included) and the exact command line. The per-step recurrent
+products of the fused ON-LSTM and of the GEMM floor run on the backend :mod:`treelm.kernels.gemm`
+measures fastest per shape (``--gemm`` forces one); the record lists, per size and model, which
+backend each product used and the times measured.
 
 Run it alone on an otherwise idle machine: the numbers are wall-clock times.
 
@@ -199,6 +202,8 @@ def models(official: Path | None = None, device: torch.device = CPU) -> dict[str
         "nn.LSTM": _lstm,
         "onlstm.reference": _onlstm("reference"),
         "onlstm.fused": _onlstm("auto", cuda_graphs=False),   # eager: each step launched
+        # the Python fused path (impl="cpu"), which "auto" was on the CPU before the C++ loop
+        "onlstm.fused-python": _onlstm("cpu", cuda_graphs=False),
         # floors: the GEMMs alone, gate width 4H + 2H/chunk (ON-LSTM) and 4H (LSTM)
         "gemm-floor.onlstm": _gemm_floor(lambda s: 4 * s["hidden"] + 2 * s["hidden"] // s["chunk"]),
         "gemm-floor.lstm": _gemm_floor(lambda s: 4 * s["hidden"]),
@@ -338,6 +343,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "fused_over_reference": fused / by["onlstm.reference"][mode]["tokens_per_s"],
                     "fused_over_nn_lstm": fused / by["nn.LSTM"][mode]["tokens_per_s"],
                 }
+                if "onlstm.fused-python" in by:
+                    py = by["onlstm.fused-python"][mode]["tokens_per_s"]
+                    ratios[f"{size_name}.{mode}"].update(
+                        fused_over_fused_python=fused / py,
+                        fused_python_over_nn_lstm=py / by["nn.LSTM"][mode]["tokens_per_s"])
                 if "gemm-floor.onlstm" in by:   # the most any exact rewrite could gain
                     floor = by["gemm-floor.onlstm"][mode]["tokens_per_s"]
                     ratios[f"{size_name}.{mode}"].update(
@@ -361,6 +371,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "gemm": {"requested": gemm.requested_backend(),
                  "available": list(gemm.available_backends()),
                  "used": _gemm_summary(results)},
+        "cxx": _cxx_info(),
         **({"device": "cuda", "gpu": torch.cuda.get_device_name(device)}
            if device.type == "cuda" else {}),
         "threads": args.threads,
@@ -381,6 +392,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{key}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
         print(f"wrote {out}")
     return report
+
+
+def _cxx_info() -> dict[str, Any]:
+    """Whether ``onlstm.fused`` ran the C++ loop on the CPU (:mod:`treelm.kernels.onlstm_cxx`):
+    the extension's name and flags, or why not."""
+    from treelm.kernels import build
+
+    if build.load() is None:
+        return {"used": False, "reason": build.unavailable_reason()}
+    return {"used": True, "extension": build.name(), "flags": build.flags()}
 
 
 def _gemm_summary(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, str]]]:

@@ -1,5 +1,6 @@
 """Render ``docs/benchmarks.md`` from the newest records in ``benchmarks/results/``, so that every
-figure in the docs is a copy of a measured one.
+figure in the docs is a copy of a measured one; and ``docs/syntax-results.md`` from the newest
+record of ``benchmarks/trees.py`` (:func:`syntax_results`).
 
     python benchmarks/report.py
 
@@ -181,5 +182,17 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
     print(f"wrote {doc}")
 
 
+def syntax_results(results: Path = RESULTS) -> None:
+    """``docs/syntax-results.md`` from the newest ``trees`` record (``benchmarks/trees.py``),
+    rendered by ``benchmarks/syntax_results.py``; left as it is while there is none."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    import syntax_results as page
+
+    page.main(results)
+
+
 if __name__ == "__main__":
     main()
+    syntax_results()

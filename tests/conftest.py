@@ -17,3 +17,60 @@ def root() -> Path:
 @pytest.fixture
 def treelm_cmd() -> list[str]:
     return [sys.executable, "-m", "treelm.cli"]
+
+
+def _train(tmp_path_factory, name: str, config: str, *overrides: str) -> Path:
+    """A tiny run of ``config`` trained once per test session (the cwd is the repository root
+    while it trains, as the configs name their data relative to it)."""
+    from treelm.cli import main
+
+    run = tmp_path_factory.mktemp(name) / "run"
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        assert main(["train", "--config", config, "--out", str(run), "--quiet",
+                     *overrides]) == 0
+    finally:
+        os.chdir(here)
+    return run
+
+
+@pytest.fixture(scope="session")
+def tagging_run(tmp_path_factory) -> Path:
+    """configs/tiny-tagging.yaml trained (seconds)."""
+    return _train(tmp_path_factory, "tagging", "configs/tiny-tagging.yaml")
+
+
+@pytest.fixture(scope="session")
+def logic_run(tmp_path_factory) -> Path:
+    """configs/tiny-logic.yaml trained for 2 epochs."""
+    return _train(tmp_path_factory, "logic", "configs/tiny-logic.yaml", "train.epochs=2")
+
+
+@pytest.fixture(scope="session")
+def bpe_translation_run(tmp_path_factory) -> Path:
+    """configs/tiny-translation-bpe.yaml trained (German -> English, joint BPE)."""
+    return _train(tmp_path_factory, "bpe", "configs/tiny-translation-bpe.yaml")
+
+
+@pytest.fixture(scope="session")
+def lm_run(tmp_path_factory) -> Path:
+    """configs/tiny-lm.yaml trained for 1 epoch (a word-level ON-LSTM)."""
+    return _train(tmp_path_factory, "lm", "configs/tiny-lm.yaml", "train.epochs=1")
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory, lm_run, tagging_run) -> dict[str, Path]:
+    """One tiny trained run of each inference task, under the names docs/api.md trains them as
+    (``tiny-lm``, ``tiny-translation``, ``tiny-tagging``: links in one directory): the word-level
+    ON-LSTM language model of ``lm_run``, a translation model with an ON-LSTM encoder
+    (reverse letter sequences) and the slot-filling tagger of ``tagging_run``."""
+    translation = _train(tmp_path_factory, "onlstm-translation", "configs/tiny-translation.yaml",
+                         "model.cell=onlstm", "model.cell_options={chunk_size: 4}",
+                         "train.epochs=1")
+    d = tmp_path_factory.mktemp("tiny-runs")
+    runs = {"lm": d / "tiny-lm", "translation": d / "tiny-translation",
+            "tagging": d / "tiny-tagging"}
+    for link, target in zip(runs.values(), (lm_run, translation, tagging_run)):
+        link.symlink_to(target, target_is_directory=True)
+    return runs

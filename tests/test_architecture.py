@@ -26,14 +26,18 @@ ALLOWED: dict[str, set[str]] = {
     "decode": {"text"},
     "tasks": {"cells", "nn", "models", "data", "decode", "text", "rundir", "config", "errors"},
     "run": {"tasks", "models", "rundir", "text", "kernels", "config", "errors"},
-    "train": {"run", "tasks", "models", "rundir", "data", "text", "kernels", "config", "errors"},
+    "train": {"run", "tasks", "models", "rundir", "data", "text", "kernels", "syntax", "config",
+              "errors"},
     "generate": {"run", "decode", "text", "errors"},
     "tag": {"run", "tasks", "text", "errors"},
     "translate": {"run", "tasks", "text", "errors"},
     "syntax": {"run", "cells", "data", "text", "errors"},
     "analysis": {"run", "models", "cells", "data", "text", "errors"},
     "suite": {"decode", "run", "text", "errors"},
-    "cli": {"train", "generate", "tag", "translate", "syntax", "analysis", "suite", "errors"},
+    "api": {"run", "syntax", "decode", "tasks", "text", "kernels", "errors"},
+    "serve": {"api", "syntax", "errors"},
+    "cli": {"train", "generate", "tag", "translate", "syntax", "analysis", "suite", "serve",
+            "errors"},
 }
 
 

@@ -7,8 +7,10 @@ Each case is (id, argv, expected text in the message). ``{run}`` is a trained ti
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -19,9 +21,10 @@ TRAIN = ["train", "--config", "configs/tiny-lm.yaml", "--out", "{out}", "--quiet
 TAGGING = ["train", "--config", "configs/tiny-tagging.yaml", "--out", "{out}", "--quiet"]
 LOGIC = ["train", "--config", "configs/tiny-logic.yaml", "--out", "{out}", "--quiet"]
 FILES = ["data.source=files", "data.test={tmp}/pairs.txt"]
+LISTOPS = ["train", "--config", "configs/tiny-listops.yaml", "--out", "{out}", "--quiet"]
 TRANSL = ["train", "--config", "configs/tiny-translation.yaml", "--out", "{out}", "--quiet"]
 
-CASES: list[tuple[str, list[str], str]] = [
+CASES: list[tuple[Any, ...]] = [
     # ---------------------------------------------------------------- train: config values
     ("lr-text", [*TRAIN, "train.lr=abc"], "train.lr = 'abc': expected a finite number"),
     ("lr-negative", [*TRAIN, "train.lr=-1"], "train.lr = -1.0: must be > 0"),
@@ -116,6 +119,12 @@ CASES: list[tuple[str, list[str], str]] = [
     ("logic-empty-dir", [*LOGIC, *FILES, "data.train={tmp}"], "a directory without train0"),
     ("logic-mlp-size", [*LOGIC, "model.mlp_size=0"], "model.mlp_size = 0"),
     ("logic-lm-keys", [*LOGIC, "train.bptt=35"], "unknown train options ['bptt']"),
+    # ---------------------------------------------------------------- train: ListOps
+    ("listops-args", [*LISTOPS, "data.max_args=1"], "data.max_args = 1: must be at least 2"),
+    ("listops-pool", [*LISTOPS, "model.pool=max"], "model.pool = 'max': choose one of"),
+    ("listops-label", [*LISTOPS, "data.source=files", "data.train={tmp}/wrong.txt",
+                       "data.test={tmp}/wrong.txt"],
+     "wrong.txt:1: expected 'label<TAB>expression', got 3"),
     # ---------------------------------------------------------------- train: translation
     ("tr-synthetic", [*TRANSL, "data.synthetic=rot13"], "data.synthetic = 'rot13'"),
     ("tr-dir-and-synthetic", [*TRANSL, "data.dir={tmp}"], "contradict each other"),
@@ -145,18 +154,21 @@ CASES: list[tuple[str, list[str], str]] = [
     ("gen-beam", ["generate", "{run}", "--beam", "0"], "--beam must be >= 1"),
     ("gen-beam-sample", ["generate", "{run}", "--beam", "2", "--temperature", "1"],
      "--beam searches deterministically"),
-    ("gen-unknown", ["generate", "{run}", "--prompt", "the zyzzyvas"], "'zyzzyvas'"),
+    ("gen-unknown", ["generate", "{run}", "--prompt", "the zyzzyvas", "--unk", "error"],
+     "--prompt: 'zyzzyvas' not in the run's vocabulary"),
     ("gen-not-run", ["generate", "{tmp}"], "not a treelm run directory"),
     ("probe-top", ["probe", "{run}", "--prefix", "the", "--top", "0"], "--top must be >= 1"),
-    ("probe-unknown", ["probe", "{run}", "--prefix", "zyzzyvas"], "'zyzzyvas'"),
+    ("probe-unknown", ["probe", "{run}", "--prefix", "the", "--prefix", "zyzzyvas", "--unk",
+                       "error"], "--prefix 2: 'zyzzyvas' not in the run's vocabulary"),
     # ---------------------------------------------------------------- syntax verbs
-    ("parse-empty", ["parse", "{run}", ""], "the sentence is empty"),
+    ("parse-empty", ["parse", "{run}", ""], "no input: the sentence is empty"),
     ("parse-layer", ["parse", "{run}", "the cat", "--layer", "9"], "--layer 9"),
     ("parse-layer-text", ["parse", "{run}", "the cat", "--layer", "top"], "--layer must be"),
-    ("parse-file", ["parse", "{run}", "--file", "{tmp}/none.txt"], "none.txt: cannot read"),
+    ("parse-file", ["parse", "{run}", "--file", "{tmp}/none.txt"], "none.txt: no such file"),
     ("parse-both", ["parse", "{run}", "the cat", "--file", "{tmp}/short.txt"], "not both"),
     ("parse-batch", ["parse", "{run}", "the cat", "--batch-size", "0"], "--batch-size"),
-    ("parse-unk", ["parse", "{run}", "the qqqzzz", "--unk", "error"], "qqqzzz"),
+    ("parse-unk", ["parse", "{run}", "the qqqzzz", "--unk", "error"],
+     "the sentence: 'qqqzzz' not in the run's vocabulary"),
     ("eval-parse-bank", ["eval-parse", "{run}", "--treebank", "{tmp}/nobank"], "nobank"),
     ("plot-suffix", ["plot", "{run}", "the cat", "-o", "{tmp}/x.txt"], "x.txt"),
     ("plot-dir", ["plot", "{run}", "the cat", "-o", "{tmp}"], "is a directory"),
@@ -171,7 +183,8 @@ CASES: list[tuple[str, list[str], str]] = [
     # ---------------------------------------------------------------- tag
     ("tag-lm-run", ["tag", "{run}", "--input", "{tmp}/short.txt"], "holds a 'lm' run"),
     ("tag-input-missing", ["tag", "{run}", "--input", "{tmp}/none.txt"], "none.txt: no such"),
-    ("tag-empty-line", ["tag", "{run}", "--input", "{tmp}/empty.txt"], "empty.txt:1: empty"),
+    ("tag-empty-line", ["tag", "{run}", "--input", "{tmp}/empty.txt"],
+     "no input: {tmp}/empty.txt is empty"),
     ("tag-batch", ["tag", "{run}", "--input", "{tmp}/short.txt", "--batch-size", "0"],
      "--batch-size must be >= 1"),
     # ---------------------------------------------------------------- suite
@@ -201,6 +214,123 @@ CASES: list[tuple[str, list[str], str]] = [
     ("translate-alpha", ["translate", "{run}", "--alpha", "nan"], "--alpha must be"),
     ("translate-plot", ["translate", "{run}", "--input", "{tmp}/short.txt", "--plot-attention",
                         "{tmp}/a.txt"], "must end in .png"),
+    # ---------------------------------------------------------------- serve
+    ("serve-not-a-run", ["serve", "{tmp}", "--port", "0"], "not a treelm run directory"),
+    ("serve-port", ["serve", "{run}", "--port", "70000"], "--port must be from 0 to 65535"),
+    # ---------------------------------------------------------------- issue 25: unknown symbols
+    # --unk error refuses, naming the input line and the symbols ({tag}: a tagging run, {tr}: a
+    # BPE translation run, whose only unknown symbols are characters its piece model never saw)
+    ("parse-unk-file", ["parse", "{run}", "--file", "{tmp}/unk-lm.txt", "--unk", "error"],
+     "unk-lm.txt:2: 'zyzzyvas' not in the run's vocabulary"),
+    ("parse-unk-stdin", ["parse", "{run}", "--unk", "error"],
+     "stdin:2: 'zyzzyvas', 'qqqzzz' not in", "the company\nthe zyzzyvas qqqzzz\n"),
+    ("plot-unk", ["plot", "{run}", "the zyzzyvas", "-o", "{tmp}/p.png", "--unk", "error"],
+     "the sentence: 'zyzzyvas' not in the run's vocabulary"),
+    ("plot-unk-stdin", ["plot", "{run}", "-o", "{tmp}/p.png", "--unk", "error"],
+     "the sentence: 'zyzzyvas'", "the zyzzyvas\n"),
+    ("plot-tree-unk", ["plot-tree", "--run", "{run}", "the zyzzyvas", "-o", "{tmp}/t.png",
+                       "--unk", "error"], "the sentence: 'zyzzyvas' not in"),
+    ("tag-unk", ["tag", "{tag}", "--input", "{tmp}/unk.txt", "--unk", "error"],
+     "unk.txt:2: 'qqzzy' not in the run's vocabulary"),
+    ("tag-unk-stdin", ["tag", "{tag}", "--unk", "error"], "stdin:1: 'qqzzy', 'zzqqy' not in",
+     "fly qqzzy to zzqqy\n"),
+    ("translate-unk", ["translate", "{tr}", "--input", "{tmp}/unk-de.txt", "--unk", "error"],
+     "unk-de.txt:2: '€' not in the run's source vocabulary"),
+    ("translate-unk-stdin", ["translate", "{tr}", "--unk", "error"], "stdin:1: '€', '♞' not in",
+     "Der Hund € ♞\n"),
+    ("suite-unk", ["suite", "agreement", "{run}", "--pairs", "{tmp}/pairs-unk.tsv", "--unk",
+                   "error"], "pairs-unk.tsv:2: 'zyzzyvas' not in"),
+    ("suite-unk-generated", ["suite", "agreement", "{run}", "--max-per-construction", "1",
+                             "--unk", "error"], "pair 1 ("),
+    # ---------------------------------------------------------------- issue 25: empty input
+    # no text at all (empty or blank stdin / file / argument) is "no input", in every verb
+    ("parse-stdin-empty", ["parse", "{run}"], "no input: stdin is empty", ""),
+    ("parse-stdin-blank", ["parse", "{run}", "-"], "no input: stdin is empty", "\n  \n\n"),
+    ("parse-file-empty", ["parse", "{run}", "--file", "{tmp}/empty.txt"],
+     "no input: {tmp}/empty.txt is empty"),
+    ("parse-file-zero", ["parse", "{run}", "--file", "{tmp}/zero.txt"], "no input"),
+    ("plot-stdin-empty", ["plot", "{run}", "-o", "{tmp}/p.png"], "no input: stdin is empty", ""),
+    ("plot-empty-arg", ["plot", "{run}", " ", "-o", "{tmp}/p.png"],
+     "no input: the sentence is empty"),
+    ("plot-tree-stdin-empty", ["plot-tree", "-o", "{tmp}/t.png"], "no input: stdin is empty",
+     ""),
+    ("plot-tree-empty-arg", ["plot-tree", "", "-o", "{tmp}/t.png"],
+     "no input: the tree is empty"),
+    ("plot-tree-run-empty", ["plot-tree", "--run", "{run}", "-o", "{tmp}/t.png"],
+     "no input: stdin is empty", " \n"),
+    ("tag-stdin-empty", ["tag", "{tag}"], "no input: stdin is empty", ""),
+    ("tag-stdin-blank", ["tag", "{tag}"], "no input: stdin is empty", "\n\t\n"),
+    ("tag-file-zero", ["tag", "{tag}", "--input", "{tmp}/zero.txt"],
+     "no input: {tmp}/zero.txt is empty"),
+    ("translate-stdin-empty", ["translate", "{tr}"], "no input: stdin is empty", ""),
+    ("translate-stdin-blank", ["translate", "{tr}"], "no input: stdin is empty", "\n\n"),
+    ("translate-file-empty", ["translate", "{tr}", "--input", "{tmp}/empty.txt"],
+     "no input: {tmp}/empty.txt is empty"),
+    ("suite-pairs-empty", ["suite", "agreement", "{run}", "--pairs", "{tmp}/empty.txt"],
+     "no pairs"),
+    ("eval-data-empty-lm", ["eval", "{run}", "--data", "{tmp}/empty.txt"], "empty corpus"),
+    ("eval-data-empty-tag", ["eval", "{tag}", "--data", "{tmp}/empty.txt"], "no utterances"),
+    ("eval-data-empty-logic", ["eval", "{logic}", "--data", "{tmp}/empty.txt"], "no pairs"),
+    ("eval-data-empty-tr", ["eval", "{tr}", "--data", "{tmp}/zero"], "no sentence pairs"),
+    # ---------------------------------------------------------------- issue 25: binary files
+    ("config-binary", ["train", "--config", "{tmp}/binary.bin", "--out", "{out}"],
+     "binary.bin:1: not UTF-8 text"),
+    ("config-nul", ["train", "--config", "{tmp}/nul.txt", "--out", "{out}"],
+     "nul.txt:2: binary data (a NUL byte)"),
+    ("config-dir", ["train", "--config", "{tmp}", "--out", "{out}"],
+     "is a directory, not a config file"),
+    ("resume-binary-config", ["train", "--resume", "{tmp}/fake-run"], "config.yaml:1: not UTF-8"),
+    ("tag-binary", ["tag", "{tag}", "--input", "{tmp}/binary.bin"], "binary.bin:1: not UTF-8"),
+    ("tag-nul", ["tag", "{tag}", "--input", "{tmp}/nul.txt"], "nul.txt:2: binary data"),
+    ("tag-input-dir", ["tag", "{tag}", "--input", "{tmp}"], "is a directory"),
+    ("tag-stdin-nul", ["tag", "{tag}"], "stdin:2: binary data", "fly to boston\n\0\0\n"),
+    ("parse-binary", ["parse", "{run}", "--file", "{tmp}/binary.bin"], "not UTF-8 text"),
+    ("parse-stdin-nul", ["parse", "{run}"], "stdin:1: binary data", "a\0b\n"),
+    ("translate-nul", ["translate", "{tr}", "--input", "{tmp}/nul.txt"], "nul.txt:2: binary"),
+    ("translate-stdin-nul", ["translate", "{tr}"], "stdin:3: binary data", "a\nb\n\0\n"),
+    ("suite-pairs-binary", ["suite", "agreement", "{run}", "--pairs", "{tmp}/binary.bin"],
+     "not UTF-8"),
+    ("eval-data-binary-lm", ["eval", "{run}", "--data", "{tmp}/binary.bin"], "not UTF-8"),
+    ("eval-data-binary-tag", ["eval", "{tag}", "--data", "{tmp}/binary.bin"], "not UTF-8"),
+    ("eval-data-binary-logic", ["eval", "{logic}", "--data", "{tmp}/binary.bin"], "not UTF-8"),
+    ("eval-data-binary-tr", ["eval", "{tr}", "--data", "{tmp}/bin"], "bin.de:1: not UTF-8"),
+    # ---------------------------------------------------------------- issue 25: eval --data
+    ("eval-data-missing-lm", ["eval", "{run}", "--data", "{tmp}/none.txt"],
+     "none.txt: no such file"),
+    ("eval-data-missing-tag", ["eval", "{tag}", "--data", "{tmp}/none"],
+     "none: no such file or directory"),
+    ("eval-data-missing-logic", ["eval", "{logic}", "--data", "{tmp}/none"],
+     "none: no such file or directory"),
+    ("eval-data-missing-tr", ["eval", "{tr}", "--data", "{tmp}/none"],
+     "none.de: no such file (nor none.de.gz); --data takes a file stem"),
+    ("eval-data-side-file", ["eval", "{tr}", "--data", "{tmp}/none.de"],
+     "none.de: give the file stem, {tmp}/none"),
+    ("eval-data-dir-lm", ["eval", "{run}", "--data", "{tmp}"], "is a directory"),
+    ("eval-data-tag-no-tag", ["eval", "{tag}", "--data", "{tmp}/words.txt"],
+     "words.txt:2: a word without a tag"),
+    ("eval-data-tag-no-seq-out", ["eval", "{tag}", "--data", "{tmp}/seq-in-only"],
+     "seq.out: no such file"),
+    ("eval-data-tag-misaligned", ["eval", "{tag}", "--data", "{tmp}/seq-short"],
+     "seq.out: 1 lines, but"),
+    ("eval-data-logic-fields", ["eval", "{logic}", "--data", "{tmp}/short.txt"],
+     "short.txt:1: expected 'relation<TAB>formula<TAB>formula'"),
+    ("eval-data-logic-relation", ["eval", "{logic}", "--data", "{tmp}/pairs.txt"],
+     "pairs.txt:2: unknown relation '~'"),
+    ("eval-data-logic-wrong", ["eval", "{logic}", "--data", "{tmp}/wrong.txt"],
+     "wrong.txt:1: relation '=', but the formulas are in relation '#'"),
+    ("eval-data-logic-dir", ["eval", "{logic}", "--data", "{tmp}/seq-in-only"],
+     "a directory without test0"),
+    ("eval-data-tr-misaligned", ["eval", "{tr}", "--data", "{tmp}/mis"], "mis.en: 1 lines, but"),
+    ("eval-data-tr-empty-line", ["eval", "{tr}", "--data", "{tmp}/gap"], "gap.de:2: empty line"),
+    ("eval-data-and-split", ["eval", "{run}", "--data", "{tmp}/short.txt", "--split", "test"],
+     "drop --split"),
+    ("eval-beam-lm", ["eval", "{run}", "--beam", "5"], "--beam: a lm run has no search"),
+    ("eval-alpha-tag", ["eval", "{tag}", "--alpha", "0.5"], "--alpha: a tagging run"),
+    ("eval-beam-alpha-logic", ["eval", "{logic}", "--beam", "2", "--alpha", "1"],
+     "--beam and --alpha: a logic run"),
+    ("eval-beam-zero", ["eval", "{tr}", "--beam", "0"], "--beam must be >= 1"),
+    ("eval-alpha-nan", ["eval", "{tr}", "--alpha", "nan"], "--alpha must be a finite number"),
+    ("eval-alpha-negative", ["eval", "{tr}", "--alpha", "-1"], "--alpha must be"),
     # ---------------------------------------------------------------- gradflow
     ("gradflow-none", ["gradflow"], "needs either --runs"),
     ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),
@@ -223,23 +353,62 @@ def tiny_run(tmp_path_factory):
     return run
 
 
+RUNS = {"{tag}": "tagging_run", "{tr}": "bpe_translation_run", "{logic}": "logic_run"}
+
+
+def write_inputs(tmp: Path) -> None:
+    """The files the cases name: text of every kind a user might bring."""
+    (tmp / "empty.txt").write_text("  \n")
+    (tmp / "zero.txt").write_text("")
+    (tmp / "binary.txt").write_bytes(b"ok\n\xff\xfe bad\n")
+    (tmp / "binary.bin").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xd8")
+    (tmp / "nul.txt").write_bytes(b"text\nmore\x00text\n")
+    (tmp / "short.txt").write_text("one line only\n")
+    (tmp / "bad.yaml").write_text("train: [unclosed\n")
+    (tmp / "pairs.tsv").write_text("agr\tthe dog runs\tthe dog run\nagr\t\tthe dog run\n")
+    (tmp / "pairs-unk.tsv").write_text("agr\tthe company is\tthe company are\n"
+                                       "agr\tthe zyzzyvas is\tthe zyzzyvas are\n")
+    (tmp / "pairs.txt").write_text("=\ta\ta\n~\ta\tb\n")
+    (tmp / "formula.txt").write_text("<\t( a ( and b )\ta\n")
+    (tmp / "wrong.txt").write_text("=\ta\tb\n")
+    (tmp / "unk-lm.txt").write_text("the company\nthe zyzzyvas\n")
+    (tmp / "unk.txt").write_text("fly to boston\nfly to qqzzy\n")
+    (tmp / "unk-de.txt").write_text("Der Hund läuft.\nDer € Hund.\n")
+    (tmp / "words.txt").write_text("flights B-x\nboston\n")
+    for name, lines in (("seq-in-only", {"seq.in": "a b\n"}),
+                        ("seq-short", {"seq.in": "a b\nc\n", "seq.out": "O O\n"})):
+        (tmp / name).mkdir()
+        for f, text in lines.items():
+            (tmp / name / f).write_text(text)
+    for stem, de, en in (("mis", b"a\nb\n", b"a\n"), ("gap", b"a\n\nc\n", b"a\nb\nc\n"),
+                         ("bin", b"\xff\xfe\n", b"a\n"), ("zero", b"", b"")):
+        (tmp / f"{stem}.de").write_bytes(de)
+        (tmp / f"{stem}.en").write_bytes(en)
+    (tmp / "fake-run").mkdir()
+    (tmp / "fake-run" / "config.yaml").write_bytes(b"\xff\xfe\x00binary")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_exit_2(case, tiny_run, tmp_path, root, capsys):
+def test_bad_input_is_one_line_exit_2(case, tiny_run, tmp_path, root, capsys, monkeypatch,
+                                      request):
     os.chdir(root)
-    (tmp_path / "empty.txt").write_text("  \n")
-    (tmp_path / "binary.txt").write_bytes(b"ok\n\xff\xfe bad\n")
-    (tmp_path / "short.txt").write_text("one line only\n")
-    (tmp_path / "bad.yaml").write_text("train: [unclosed\n")
-    (tmp_path / "pairs.tsv").write_text("agr\tthe dog runs\tthe dog run\nagr\t\tthe dog run\n")
-    (tmp_path / "pairs.txt").write_text("=\ta\ta\n~\ta\tb\n")
-    (tmp_path / "formula.txt").write_text("<\t( a ( and b )\ta\n")
-    (tmp_path / "wrong.txt").write_text("=\ta\tb\n")
+    write_inputs(tmp_path)
     out = tmp_path / "out"
-    name, argv, expected = case
+    name, argv, expected, *stdin = case
     if name == "device-cuda" and torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device: train.device=cuda is valid here")
-    argv = [a.replace("{run}", str(tiny_run)).replace("{tmp}", str(tmp_path))
-            .replace("{out}", str(out)) for a in argv]
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin[0] if stdin else ""))
+    runs = {"{run}": str(tiny_run), "{tmp}": str(tmp_path), "{out}": str(out)}
+    for key, fixture in RUNS.items():
+        if any(key in a for a in argv):
+            runs[key] = str(request.getfixturevalue(fixture))
+
+    def fill(text: str) -> str:
+        for key, value in runs.items():
+            text = text.replace(key, value)
+        return text
+
+    argv, expected = [fill(a) for a in argv], fill(expected)
     capsys.readouterr()
     rc = main(argv)
     err = capsys.readouterr().err
@@ -251,13 +420,75 @@ def test_bad_input_is_one_line_exit_2(case, tiny_run, tmp_path, root, capsys):
     assert not out.exists(), f"{name}: left {out} behind"
 
 
+# (id, argv, stdin, what stderr says: one line holding this, or "" for nothing, the number of
+# output lines or None): input that is not wrong, and what every verb does with it
+WORKS: list[tuple[str, list[str], str, str, int | None]] = [
+    # --unk map (the default): read as <unk>, one line on stderr counting them
+    ("gen-unk-map", ["generate", "{run}", "--prompt", "the zyzzyvas", "--length", "2"], "",
+     "1 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas'", None),
+    ("probe-unk-map", ["probe", "{run}", "--prefix", "zyzzyvas qqqzzz", "--prefix", "zyzzyvas"],
+     "", "3 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas', 'qqqzzz'", None),
+    ("parse-unk-map", ["parse", "{run}", "the zyzzyvas"], "",
+     "1 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas'", 1),
+    ("parse-unk-map-stdin", ["parse", "{run}"], "the zyzzyvas\n\nzyzzyvas company\n",
+     "2 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas'", 3),
+    ("plot-unk-map", ["plot", "{run}", "the zyzzyvas", "-o", "{tmp}/p.png"], "",
+     "1 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas'", 1),
+    ("plot-tree-unk-map", ["plot-tree", "--run", "{run}", "-o", "{tmp}/t.png"],
+     "zyzzyvas company\n",
+     "1 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas'", 1),
+    ("tag-unk-map", ["tag", "{tag}", "--input", "{tmp}/unk.txt"], "",
+     "1 symbol(s) outside the run's vocabulary read as <unk>: 'qqzzy'", 2),
+    ("translate-unk-map", ["translate", "{tr}", "--beam", "1"], "Der € Hund.\n€\n",
+     "2 symbol(s) outside the run's source vocabulary read as <unk>: '€'", 2),
+    ("suite-unk-map", ["suite", "agreement", "{run}", "--pairs", "{tmp}/pairs-unk.tsv"], "",
+     "2 symbol(s) outside the run's vocabulary read as <unk>, in 1 pair(s)", None),
+    # a word no training sentence holds, made of the model's pieces: nothing is unknown
+    ("translate-unseen-word", ["translate", "{tr}", "--unk", "error", "--beam", "2"],
+     "Der Mann ist ausgebildet.\n", "", 1),
+    # blank lines inside input: an empty result each, the output aligned with the input
+    ("parse-blank-lines", ["parse", "{run}"], "\nthe company\n\n", "", 3),
+    ("tag-blank-lines", ["tag", "{tag}"], "fly to boston\n\n", "", 2),
+    ("translate-blank-lines", ["translate", "{tr}", "--beam", "1"], "\nDer Hund.\n \n", "", 3),
+    # an empty prompt or prefix has a meaning: the start of a line
+    ("gen-empty-prompt", ["generate", "{run}", "--length", "3", "--seed", "1"], "", "", None),
+    ("probe-empty-prefix", ["probe", "{run}", "--prefix", "", "--top", "2"], "", "", 3),
+]
+
+
+@pytest.mark.parametrize("case", WORKS, ids=[c[0] for c in WORKS])
+def test_documented_behaviour_where_input_is_not_wrong(case, tiny_run, tmp_path, root, capsys,
+                                                       monkeypatch, request):
+    os.chdir(root)
+    write_inputs(tmp_path)
+    name, argv, stdin, note, n_out = case
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    runs = {"{run}": str(tiny_run), "{tmp}": str(tmp_path)}
+    for key, fixture in RUNS.items():
+        if any(key in a for a in argv):
+            runs[key] = str(request.getfixturevalue(fixture))
+    for key, value in runs.items():
+        argv = [a.replace(key, value) for a in argv]
+    capsys.readouterr()
+    rc = main(argv)
+    cap = capsys.readouterr()
+    assert rc == 0, f"{name}: exit {rc}, stderr {cap.err!r}"
+    err = [ln for ln in cap.err.splitlines() if ln.strip()]
+    if note:
+        assert len(err) == 1 and err[0].startswith("treelm: ") and note in err[0], cap.err
+    else:
+        assert err == [], cap.err
+    if n_out is not None:
+        assert len(cap.out.split("\n")) - 1 == n_out, cap.out
+
+
 def test_the_table_covers_every_verb():
     from treelm.cli import build_parser
 
     verbs = set(build_parser()._subparsers._group_actions[0].choices)
-    covered = {argv[0] for _, argv, _ in CASES}
+    covered = {c[1][0] for c in CASES}
     assert verbs <= covered, sorted(verbs - covered)
-    assert len(CASES) >= 40
+    assert len(CASES) + len(WORKS) >= 120
 
 
 def test_version(capsys):

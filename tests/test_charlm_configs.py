@@ -4,7 +4,9 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import torch
 
+from treelm.cells.lstm import LSTM
 from treelm.config import load_config
 from treelm.models import build_model
 from treelm.train.builders import train_sections
@@ -54,9 +56,20 @@ def test_char_config_is_valid(root, cell, size):
 
 
 def test_general_char_lstm_config(root):
+    """The AWD-LSTM character recipe its header quotes: three LSTM layers 1000-1000-200 on a
+    200-dimensional tied embedding, Adam at 2e-3, clip 0.25, BPTT 150, batches of 128."""
     cfg = load_config(root / "configs/ptb-char-lstm.yaml")
-    train_sections(cfg)
-    build_model(cfg["model"], vocab_size=51)
+    tc, cls, options = train_sections(cfg)
+    assert cfg["data"]["source"] == "ptb-char" and cls.name == "lm"
+    assert (tc.optimizer, tc.lr, tc.clip) == ("adam", 2e-3, 0.25)
+    assert (options.bptt, options.batch_size) == (150, 128)
+    model = build_model(cfg["model"], vocab_size=51)
+    cells = model.layer_cells()
+    assert [c.hidden_size for c in cells] == [1000, 1000, 200]
+    assert all(isinstance(c, LSTM) for c in cells), [type(c) for c in cells]
+    assert model.head.weight is model.embedding.weight          # tie_weights
+    h = model.eval().features(torch.randint(0, 51, (7, 2))).out
+    assert h.shape == (7, 2, 200) and model.logits(h).shape == (7, 2, 51)
 
 
 def test_text_char_config_trains_on_a_user_file(root, tmp_path, capsys):

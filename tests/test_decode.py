@@ -244,13 +244,16 @@ def test_generate_word_model(word_run, capsys):
 
 
 def test_generate_unknown_prompt_symbol(word_run, char_run, capsys):
-    rc, out, err = _run(capsys, "generate", word_run, "--prompt", "the zyzzyvas", "--length", 3)
+    rc, out, err = _run(capsys, "generate", word_run, "--prompt", "the zyzzyvas", "--length", 3,
+                        "--unk", "error")
     assert rc == 2 and out == ""
-    assert err.count("\n") == 1 and "'zyzzyvas'" in err and "--unk map" in err
-    rc, out, _ = _run(capsys, "generate", word_run, "--prompt", "the zyzzyvas", "--length", 3,
-                      "--unk", "map")
-    assert rc == 0 and out.startswith("the zyzzyvas")
-    rc, _, err = _run(capsys, "generate", char_run, "--prompt", "caf\u00e9", "--length", 3)
+    assert err.count("\n") == 1 and "--prompt: 'zyzzyvas'" in err and "--unk map" in err
+    rc, out, err = _run(capsys, "generate", word_run, "--prompt", "the zyzzyvas", "--length", 3)
+    assert rc == 0 and out.startswith("the zyzzyvas")          # --unk map, the default
+    assert err.strip() == ("treelm: 1 symbol(s) outside the run's vocabulary read as <unk>: "
+                           "'zyzzyvas'")
+    rc, _, err = _run(capsys, "generate", char_run, "--prompt", "caf\u00e9", "--length", 3,
+                      "--unk", "error")
     assert rc == 2 and "'\u00e9'" in err
     rc, _, err = _run(capsys, "generate", word_run, "--beam", 2, "--top-k", 3)
     assert rc == 2 and "--beam" in err

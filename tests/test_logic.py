@@ -336,3 +336,39 @@ def test_tiny_run_learns_something(logic_run, capsys):
     assert out["pairs"] == 300
     assert {f"acc_ops{n}" for n in range(1, 6)} | {"accuracy", "acc_long"} <= set(out)
     assert out["accuracy"] > majority
+
+
+def _frozen_batch_order(keys: list[int], bs: int, seed: int, epoch: int, rank: int,
+                        world: int) -> list[list[int]]:
+    """The epoch plan of tasks/logic.py before the epoch iterator (main at ce215a8), frozen."""
+    rng = random.Random(seed * 1_000_003 + epoch)
+    idx = list(range(len(keys)))
+    rng.shuffle(idx)
+    idx = idx[: len(idx) // world * world][rank::world]
+    batches: list[list[int]] = []
+    for lo in range(0, len(idx), bs * 32):
+        window = sorted(idx[lo:lo + bs * 32], key=lambda i: keys[i])
+        batches += [window[j:j + bs] for j in range(0, len(window), bs)]
+    rng.shuffle(batches)
+    return batches
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_the_epoch_iterator_keeps_the_batch_order_of_before(world):
+    """Same seed, same batches in the same order as the task's own loop had (recorded from main
+    before the port in tests/data/logic_batch_order.json, and a frozen copy of that loop)."""
+    rec = json.loads((ROOT / "tests/data/logic_batch_order.json").read_text())
+    cfg = yaml.safe_load((ROOT / rec["config"]).read_text())
+    cfg["data"].update(rec["data"])
+    cfg["train"].update(rec["train"])
+    cls = task_class(cfg)
+    for rank in range(world):
+        task = cls.create(cfg, task_options(cls, cfg), torch.device("cpu"), rank, world)
+        keys = [max(len(r[0]), len(r[1])) for r in task.encoded("train")]
+        for epoch, recorded in enumerate(rec["orders"][f"{rank}/{world}"]):
+            ours = [b.data[4].tolist() for b in task.batches()]     # the relations, in order
+            rows = task.encoded("train")
+            assert task.batch_order() == recorded == _frozen_batch_order(
+                keys, rec["train"]["batch_size"], cfg["seed"], epoch, rank, world)
+            assert ours == [[rows[i][2] for i in b] for b in recorded]
+            task.new_epoch()

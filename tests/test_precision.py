@@ -138,11 +138,11 @@ def _tiny_task(config: str, **train):
 
 TASK_CASES = [("tiny-lm.yaml", {}), ("tiny-tagging.yaml", {}), ("tiny-logic.yaml", {}),
               ("tiny-translation.yaml", {}),
-              ("tiny-translation.yaml", {"model": "convs2s"})]
+              ("tiny-translation.yaml", {"model": "convs2s"}), ("tiny-listops.yaml", {})]
 
 
 @pytest.mark.parametrize("config,variant", TASK_CASES,
-                         ids=["lm", "tagging", "logic", "rnn_attn", "convs2s"])
+                         ids=["lm", "tagging", "logic", "rnn_attn", "convs2s", "listops"])
 def test_every_model_under_bf16_autocast_matches_fp32(config, variant):
     """One batch of each task through its model and loss (dropout off so that the two passes see
     the same function), float32 against bf16 autocast."""

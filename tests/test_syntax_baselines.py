@@ -9,11 +9,12 @@ from treelm.syntax.baselines import (
     balanced_left,
     evaluate_baselines,
     left_branching,
+    random_levels,
     random_tree,
     right_branching,
 )
 from treelm.syntax.metrics import evaluate
-from treelm.syntax.trees import tree_leaves, tree_spans
+from treelm.syntax.trees import build_tree, tree_leaves, tree_spans
 
 
 def test_shapes():
@@ -98,3 +99,30 @@ def test_evaluate_baselines_names_order_and_random_details():
             np.mean([r["label_recall"].get(label, 0.0) for r in runs]))
     with pytest.raises(ValueError, match="unknown baseline"):
         evaluate_baselines(golds, names=["middle"])
+
+
+def test_rule_control_is_random_levels_through_each_rule():
+    words = list(range(9))
+    levels = np.random.default_rng(4).random(9)
+    assert random_levels(words, 4, "official") == build_tree(levels, words, "official")
+    assert random_levels(words, 4, "split") == build_tree(levels, words, "split")
+    assert random_levels(words, 4, "split") == random_tree(words, 4)   # the same draws
+    assert random_levels(["x"], 0) == "x"
+
+
+def test_rule_controls_scored_over_seeds():
+    golds = [
+        GoldTree(list("abcdef"), ["a", [["b", "c"], ["d", ["e", "f"]]]],
+                 [("S", 0, 6), ("VP", 1, 6), ("NP", 1, 3), ("PP", 3, 6)]),
+        GoldTree(list("abcd"), [["a", "b"], ["c", "d"]], [("S", 0, 4), ("NP", 0, 2)]),
+    ]
+    res = evaluate_baselines(golds, seeds=range(4), names=["random_levels_split",
+                                                             "random_levels_official", "random"])
+    assert list(res) == ["random", "random_levels_official", "random_levels_split"]
+    assert res["random_levels_split"] == res["random"]
+    for seed, f1 in enumerate(res["random_levels_official"]["sentence_f1"]["runs"]):
+        gen = np.random.default_rng(seed)
+        trees = [build_tree(gen.random(len(g.words)), g.words, "official") for g in golds]
+        assert f1 == evaluate(trees, golds)["sentence_f1"]
+    runs = res["random_levels_official"]["sentence_f1"]["runs"]
+    assert res["random_levels_official"]["sentence_f1"]["mean"] == pytest.approx(np.mean(runs))

@@ -11,7 +11,7 @@ import pytest
 from treelm.cli import main
 from treelm.data.treebank import load_treebank
 from treelm.run import load_run
-from treelm.syntax.baselines import evaluate_baselines, left_branching
+from treelm.syntax.baselines import DEFAULT_BASELINES, evaluate_baselines, left_branching
 from treelm.syntax.levels import sentence_levels
 from treelm.syntax.metrics import evaluate
 from treelm.syntax.report import format_table, parsing_report
@@ -175,7 +175,8 @@ def test_eval_parse_json_matches_direct_metrics(run_dir, mrg, capsys):
 def test_eval_parse_prints_the_library_report(run_dir, mrg, capsys):
     code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg, "--json")
     assert code == 0
-    report = parsing_report(str(mrg), run=load_run(run_dir), checkpoint="best")
+    report = parsing_report(str(mrg), run=load_run(run_dir), checkpoint="best",
+                            baselines=[*DEFAULT_BASELINES, "random_levels_official"])
     assert json.loads(out) == json.loads(json.dumps(report))
     assert report["run"] == str(run_dir) and list(report["layers"]) == ["1", "2"]
     code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg)

@@ -8,7 +8,7 @@ import treelm.syntax.baselines as baselines_module
 from treelm.cli import main
 from treelm.data.treebank import load_treebank
 from treelm.errors import TreelmError
-from treelm.syntax.baselines import evaluate_baselines
+from treelm.syntax.baselines import DEFAULT_BASELINES, evaluate_baselines
 from treelm.syntax.report import format_table, load_golds, parsing_report
 
 MRG = """\
@@ -28,14 +28,16 @@ def mrg(tmp_path):
 
 
 def test_report_is_what_eval_parse_prints(mrg, capsys):
-    report = parsing_report(str(mrg), seeds=range(3))
+    names = [*DEFAULT_BASELINES, "random_levels_official"]   # all: with the rule control
+    report = parsing_report(str(mrg), seeds=range(3), baselines=names)
     assert main(["eval-parse", "--baseline", "all", "--treebank", str(mrg), "--json",
                  "--seeds", "3"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report))
     assert main(["eval-parse", "--baseline", "all", "--treebank", str(mrg), "--seeds", "3"]) == 0
     assert capsys.readouterr().out == format_table(report) + "\n"
     golds = load_treebank(mrg)
-    assert report["baselines"] == evaluate_baselines(golds, seeds=range(3))
+    assert report["baselines"] == evaluate_baselines(golds, seeds=range(3), names=names)
+    assert "random levels, official rule (3 seeds)" in format_table(report)
     assert report["run"] is None and report["layers"] == {} and report["best_layer"] is None
     assert report["n_sentences"] == 3 and report["n_words"] == sum(len(g.words) for g in golds)
     assert report["gold"]["label_counts"]["NP"] == 5   # one-word NPs do not count
@@ -74,3 +76,11 @@ def test_load_golds_errors(tmp_path):
     punct.write_text("( (S (. .)) )\n")
     with pytest.raises(TreelmError, match="no sentences of <= 5 words to evaluate"):
         load_golds(punct, max_len=5)
+
+
+def test_eval_parse_control_follows_the_style(mrg, capsys):
+    for style in ("official", "split"):
+        assert main(["eval-parse", "--baseline", "control", "--baseline", "right", "--style",
+                     style, "--treebank", str(mrg), "--json", "--seeds", "2"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert list(report["baselines"]) == [f"random_levels_{style}", "right_branching"]

@@ -6,6 +6,7 @@ from treelm.data.treebank import (
     WORD_TAGS,
     TreebankError,
     load_treebank,
+    nltk_part,
     normalize_word,
     parse_bracketed,
     strip_function_tags,
@@ -170,3 +171,46 @@ def test_missing_path_and_non_utf8(tmp_path):
     bad.write_bytes(b"( (S (DT a)))\n( (S (NN caf\xe9)))\n")
     with pytest.raises(TreebankError, match=r"latin1\.mrg:2: not UTF-8"):
         load_treebank(bad)
+
+
+def _sample(tmp_path, numbers) -> None:
+    """An NLTK_DATA directory whose sample holds wsj_NNNN.mrg for ``numbers``, one sentence each
+    (its words name the file)."""
+    combined = tmp_path / "corpora" / "treebank" / "combined"
+    combined.mkdir(parents=True)
+    for n in numbers:
+        (combined / f"wsj_{n:04d}.mrg").write_text(
+            f"( (S (NP (NN file) ) (VP (VBZ is) (NP (CD {n}) (NN here) ))) )\n( (S (NP (NN "
+            f"second) ) (VP (VBZ is) (NP (NN f{n}) ))) )\n")
+
+
+def test_nltk_dev_and_test_split_by_file_disjoint_and_covering(tmp_path, monkeypatch):
+    numbers = [1, 2, 50, 99, 100, 101, 150, 199]
+    _sample(tmp_path, numbers)
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path))
+    whole, dev, test = (load_treebank(name) for name in ("nltk", "nltk-dev", "nltk-test"))
+    files = {name: {g.source.split(":")[1].split("/")[1] for g in golds}
+             for name, golds in (("nltk", whole), ("dev", dev), ("test", test))}
+    assert files["dev"] == {f"wsj_{n:04d}.mrg" for n in numbers if n <= 99}
+    assert files["test"] == {f"wsj_{n:04d}.mrg" for n in numbers if n >= 100}
+    assert not files["dev"] & files["test"]                 # disjoint by file...
+    assert files["dev"] | files["test"] == files["nltk"]    # ...and covering the sample
+    sources = [g.source for g in whole]
+    assert sorted(g.source for g in dev + test) == sorted(sources) and len(set(sources)) == 16
+    assert [g.words for g in dev + test] == [g.words for g in whole]   # in file order
+    assert nltk_part("wsj_0099.mrg") == "dev" and nltk_part("wsj_0100.mrg") == "test"
+    with pytest.raises(TreebankError, match="wsj_NNNN"):
+        nltk_part("notes.mrg")
+
+
+def test_eval_parse_reads_the_parts(tmp_path, monkeypatch, capsys):
+    import json
+
+    from treelm.cli import main
+
+    _sample(tmp_path, [7, 107, 108])
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path))
+    for name, n in (("nltk-dev", 2), ("nltk-test", 4), ("nltk", 6)):
+        assert main(["eval-parse", "--baseline", "right", "--treebank", name, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["treebank"] == name and report["n_sentences"] == n

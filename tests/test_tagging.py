@@ -227,8 +227,26 @@ def test_tag_prints_slots_as_text_and_json(tagging_run, capsys, monkeypatch, tmp
     assert d["slots"] == [{"type": "city_name", "text": "salt lake city", "start": 6, "end": 9}]
 
 
-def test_tag_refuses_empty_utterances(tagging_run, capsys, tmp_path):
+def test_tag_blank_lines_and_empty_input(tagging_run, capsys, tmp_path):
+    """A blank line gives an empty result (the output stays aligned with the input); input
+    without any text is a one-line error; an unknown word is counted, or refused with --unk
+    error naming the line."""
     f = tmp_path / "in.txt"
-    f.write_text("fly to boston\n\n")
+    f.write_text("fly to boston\n\nfly to denver\n")
+    capsys.readouterr()
+    assert main(["tag", str(tagging_run), "--input", str(f)]) == 0
+    out = capsys.readouterr().out.split("\n")
+    assert len(out) == 4 and out[1] == "" and out[0] and out[2] and out[3] == ""
+    assert main(["tag", str(tagging_run), "--input", str(f), "--format", "json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert rows[1] == {"words": [], "tags": [], "slots": [], "intent": None}
+    assert len(rows[0]["tags"]) == 3 and len(rows[2]["tags"]) == 3
+    f.write_text("\n  \n")
     assert main(["tag", str(tagging_run), "--input", str(f)]) == 2
-    assert "in.txt:2: empty utterance" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == f"treelm: error: no input: {f} is empty"
+    f.write_text("fly to boston\nfly to qqzzy\n")
+    assert main(["tag", str(tagging_run), "--input", str(f)]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == "treelm: 1 symbol(s) outside the run's vocabulary read as <unk>: 'qqzzy'"
+    assert main(["tag", str(tagging_run), "--input", str(f), "--unk", "error"]) == 2
+    assert f"{f}:2: 'qqzzy' not in the run's vocabulary" in capsys.readouterr().err

@@ -343,15 +343,16 @@ def test_unknown_source_symbols_are_refused_or_mapped(translation_run, capsys, t
     f = tmp_path / "in.txt"
     f.write_text("a b c\nd zz e\n")                   # "zz": not one of the run's 8 symbols
     capsys.readouterr()
-    assert main(["translate", str(translation_run), "--input", str(f), "--beam", "1"]) != 0
+    assert main(["translate", str(translation_run), "--input", str(f), "--beam", "1",
+                 "--unk", "error"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "input line 2: 'zz' not known to the run's source vocabulary" in err
-    assert main(["translate", str(translation_run), "--input", str(f), "--beam", "1",
-                 "--unk", "map"]) == 0
-    cap = capsys.readouterr()
+    assert f"{f}:2: 'zz' not in the run's source vocabulary" in err
+    assert main(["translate", str(translation_run), "--input", str(f), "--beam", "1"]) == 0
+    cap = capsys.readouterr()                                  # --unk map, the default
     assert len(cap.out.splitlines()) == 2
-    assert "1 source symbol(s) outside the vocabulary read as <unk>: 'zz'" in cap.err
+    assert cap.err.strip() == ("treelm: 1 symbol(s) outside the run's source vocabulary read "
+                               "as <unk>: 'zz'")
 
 
 def test_convs2s_trains_translates_and_plots_through_the_task(tmp_path, capsys, monkeypatch):

@@ -1,0 +1,24 @@
+"""treelm: sequence models that learn structure (ON-LSTM and the recurrent models around it).
+
+``treelm.load(run_dir)`` opens a trained run for use from Python (:mod:`treelm.api`, documented
+in docs/api.md). Importing ``treelm`` loads nothing else: torch and the run come with ``load``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from treelm.api.model import TreelmModel
+
+
+def load(run_dir: str | Path, checkpoint: str = "best", *,
+         precision: str = "run") -> TreelmModel:
+    """A trained run with the methods its task supports (:func:`treelm.api.model.load`)."""
+    from treelm.api.model import load as _load
+
+    return _load(run_dir, checkpoint, precision=precision)
+
+
+__all__ = ["load"]

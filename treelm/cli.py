@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_suite(sub)
     from treelm.translate.commands import add_translate
     add_translate(sub)
+    from treelm.serve.commands import add_serve
+    add_serve(sub)
     return p
 
 

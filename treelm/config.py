@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from treelm.errors import ConfigError
+from treelm.errors import ConfigError, TreelmError, read_text
 
 SECTIONS = ("seed", "task", "data", "model", "train")
 
@@ -31,7 +31,11 @@ def load_config(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         raise ConfigError(f"{p}: no such config file")
     try:
-        cfg = yaml.safe_load(p.read_text(encoding="utf-8"))
+        text = read_text(str(p), "config file")
+    except TreelmError as e:
+        raise ConfigError(str(e)) from None
+    try:
+        cfg = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(cfg, dict):

@@ -28,3 +28,37 @@ def check_output(path: str, suffixes: tuple[str, ...] | None = None, what: str =
         raise TreelmError(f"{path}: is a directory; give a file name for the {what}")
     if suffixes and not path.lower().endswith(suffixes):
         raise TreelmError(f"{path}: the {what} must end in {', '.join(suffixes)}")
+
+
+def decode_text(raw: bytes, where: str) -> str:
+    """``raw`` as UTF-8 text, or a one-line error naming ``where`` and the line: bytes that are
+    not UTF-8, or a NUL byte (binary data that happens to decode: an image, a checkpoint)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise TreelmError(f"{where}:{line}: not UTF-8 text ({e.reason}); is it a binary "
+                          "file?") from None
+    nul = text.find("\0")
+    if nul >= 0:
+        raise TreelmError(f"{where}:{text[:nul].count(chr(10)) + 1}: binary data (a NUL byte), "
+                          "not text")
+    return text
+
+
+def read_text(path: str, what: str = "file") -> str:
+    """The text of a UTF-8 file, or a one-line :class:`TreelmError` naming it: missing, a
+    directory, unreadable, or not text (:func:`decode_text`). The one reader of every text file
+    a user names (configs, verbs' inputs)."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise TreelmError(f"{path}: is a directory, not a {what}")
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise TreelmError(f"{path}: no such {what}") from None
+    except OSError as e:
+        raise TreelmError(f"{path}: cannot read ({e.strerror})") from None
+    return decode_text(raw, path)

@@ -194,6 +194,19 @@ def load_corpus(spec: dict[str, Any] | LMData, tokenizer: Tokenizer | None = Non
         tokenizer = build_tokenizer(spec, parts[0])
     streams = [encode_stream(p, tokenizer) for p in parts]
     if vocab is None:
-        vocab = Vocab.build([streams[0]], min_count=spec.min_count)
+        vocab = Vocab.build([streams[0]], min_count=spec.min_count, extra=tokenizer.alphabet())
+        if spec.min_count > 1 and tokenizer.alphabet():
+            # rare pieces left out: the restricted segmenter splits them, in training as later
+            tokenizer.restrict(vocab.itos)
+            streams = [encode_stream(p, tokenizer) for p in parts]
+    tokenizer.restrict(vocab.itos)   # a piece model emits only the run's pieces (text.spm)
     ids = [torch.tensor(vocab.encode(s), dtype=torch.long) for s in streams]
     return Corpus(tokenizer, vocab, *ids)
+
+
+def read_stream(path: str | Path, tokenizer: Tokenizer, vocab: Vocab) -> tuple[Tensor, int]:
+    """The ids of a text file read as a split is (non-blank lines, ``<eos>`` after each, by the
+    run's tokenizer; a symbol outside ``vocab`` is ``<unk>``) and the number of such symbols."""
+    stream = encode_stream(_lines(read_text(path)), tokenizer)
+    return (torch.tensor(vocab.encode(stream), dtype=torch.long),
+            len(vocab.unknown(stream)))

@@ -64,7 +64,6 @@ The ``data:`` section (:class:`LogicData`)::
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -456,10 +455,3 @@ def write_pairs(path: str | Path, pairs: list[Pair]) -> None:
     """Pairs in Bowman's format, one a line."""
     Path(path).write_text("".join(p.line() + "\n" for p in pairs), encoding="utf-8")
 
-
-def iter_lengths(pairs: list[Pair]) -> Iterator[tuple[int, int]]:
-    """(operator count, pairs) of a split, shortest first."""
-    counts: dict[int, int] = {}
-    for p in pairs:
-        counts[p.ops] = counts.get(p.ops, 0) + 1
-    yield from sorted(counts.items())

@@ -128,9 +128,7 @@ class Pairs:
 
 def side_file(spec: ParallelData, split: str, lang: str) -> Path:
     """``{dir}/{stem}.{lang}``, or its ``.gz`` when only that exists."""
-    plain = Path(str(spec.dir)) / f"{getattr(spec, split)}.{lang}"
-    gz = plain.with_name(plain.name + ".gz")
-    return gz if not plain.exists() and gz.exists() else plain
+    return stem_file(Path(str(spec.dir)) / str(getattr(spec, split)), lang)
 
 
 def split_files(spec: ParallelData) -> list[Path]:
@@ -164,9 +162,39 @@ def read_lines(path: Path) -> list[str]:
     return out
 
 
+def stem_file(stem: str | Path, lang: str) -> Path:
+    """``{stem}.{lang}``, or its ``.gz`` when only that exists."""
+    plain = Path(f"{stem}.{lang}")
+    gz = plain.with_name(plain.name + ".gz")
+    return gz if not plain.exists() and gz.exists() else plain
+
+
 def read_pairs(spec: ParallelData, split: str) -> Pairs:
     """The checked pairs of a split from its two files."""
-    sf, tf = side_file(spec, split, spec.src), side_file(spec, split, spec.tgt)
+    return read_pair_files(side_file(spec, split, spec.src), side_file(spec, split, spec.tgt),
+                           spec.empty_lines)
+
+
+def read_stem(stem: str | Path, spec: ParallelData) -> Pairs:
+    """The checked pairs of ``{stem}.{src}`` / ``{stem}.{tgt}`` (plain or ``.gz``), as a split's
+    files are read: ``treelm eval --data STEM``. A path to one side's file instead of the stem is
+    a one-line error saying so."""
+    sf, tf = stem_file(stem, spec.src), stem_file(stem, spec.tgt)
+    if not sf.exists() and not tf.exists():
+        name = str(stem)
+        for lang in (spec.src, spec.tgt):
+            for end in (f".{lang}", f".{lang}.gz"):
+                if name.endswith(end):
+                    raise CorpusError(f"{name}: give the file stem, {name[: -len(end)]} "
+                                      f"({name[: -len(end)]}.{spec.src} and "
+                                      f"{name[: -len(end)]}.{spec.tgt} are read)")
+        raise CorpusError(f"{sf}: no such file (nor {sf.name}.gz); --data takes a file stem "
+                          f"STEM with STEM.{spec.src} and STEM.{spec.tgt}")
+    return read_pair_files(sf, tf, spec.empty_lines)
+
+
+def read_pair_files(sf: Path, tf: Path, empty_lines: str = "error") -> Pairs:
+    """The checked pairs of two aligned files (module docstring)."""
     src, tgt = read_lines(sf), read_lines(tf)
     if len(src) != len(tgt):
         raise CorpusError(f"{tf}: {len(tgt)} lines, but {sf} has {len(src)} (the two sides of "
@@ -174,7 +202,7 @@ def read_pairs(spec: ParallelData, split: str) -> Pairs:
     pairs = Pairs([], [], f"{sf} / {tf}")
     for i, (s, t) in enumerate(zip(src, tgt, strict=True), 1):
         if not s or not t:
-            if spec.empty_lines == "error":
+            if empty_lines == "error":
                 raise CorpusError(f"{sf if not s else tf}:{i}: empty line (data.empty_lines: "
                                   "skip drops such pairs)")
             pairs.skipped += 1

@@ -5,6 +5,12 @@ Reads PTB ``.mrg`` files (multi-line trees, several per file, usually wrapped as
 directory or glob of such files, or ``"nltk"`` for the NLTK 10% WSJ sample
 (``nltk.corpus.treebank``, located through ``NLTK_DATA``; nothing is ever downloaded).
 
+The sample is split by file into a development part, ``"nltk-dev"`` (``wsj_0001`` to
+``wsj_0099``: 1,921 sentences), on which a layer or a checkpoint may be chosen, and a test part,
+``"nltk-test"`` (``wsj_0100`` to ``wsj_0199``: 1,993 sentences), on which it is reported. A
+split by file rather than by sentence keeps each article whole on one side, so that no
+article's wording helps the choice and the report both; the two halves are of a size.
+
 Preprocessing follows the ON-LSTM / PRPN evaluation (``data_ptb.py`` of Shen et al.,
 ICLR 2019 and Shen et al., ICLR 2018):
 
@@ -47,6 +53,27 @@ _HEADER_PREFIX = "*x*"
 
 class TreebankError(ValueError):
     """Malformed or missing treebank input; the message starts with ``file:line:``."""
+
+
+#: The names of the NLTK sample and of its two parts (see the module docstring).
+NLTK_NAMES = ("nltk", "nltk-dev", "nltk-test")
+#: The last file number of the development part; later files are the test part.
+NLTK_DEV_LAST = 99
+_WSJ_NUMBER_RE = re.compile(r"wsj_(\d+)")
+
+
+def nltk_part(fileid: str) -> str:
+    """``"dev"`` or ``"test"``: the part of the NLTK sample that holds file ``fileid``
+    (``wsj_0001.mrg`` .. ``wsj_0099.mrg`` are development, later numbers test).
+
+    Raises:
+        TreebankError: the name carries no ``wsj_NNNN`` number.
+    """
+    found = _WSJ_NUMBER_RE.search(fileid)
+    if found is None:
+        raise TreebankError(f"nltk:treebank/{fileid}:0: not a wsj_NNNN file; cannot tell "
+                            f"its part of the dev/test split")
+    return "dev" if int(found.group(1)) <= NLTK_DEV_LAST else "test"
 
 
 @dataclass
@@ -260,8 +287,9 @@ def _resolve_files(source: str | os.PathLike[str]) -> list[Path]:
     raise TreebankError(f"{text}:0: no such file or directory")
 
 
-def _nltk_sources() -> Iterator[tuple[str, str]]:
-    """Yield ``(name, text)`` for each file of the NLTK treebank sample (offline only).
+def _nltk_sources(part: str | None = None) -> Iterator[tuple[str, str]]:
+    """Yield ``(name, text)`` for each file of the NLTK treebank sample (offline only), or of
+    its part ``"dev"`` or ``"test"`` (:func:`nltk_part`).
 
     Looks up ``corpora/treebank/combined`` (a directory or inside ``corpora/treebank.zip``)
     in the directories of the ``NLTK_DATA`` environment variable as it is *now*, then in
@@ -280,6 +308,8 @@ def _nltk_sources() -> Iterator[tuple[str, str]]:
         ) from exc
     reader = BracketParseCorpusReader(root, r"wsj_.*\.mrg", encoding="utf-8")
     for fileid in reader.fileids():
+        if part is not None and nltk_part(fileid) != part:
+            continue
         name = f"nltk:treebank/{fileid}"
         with reader.open(fileid) as stream:
             text = stream.read()
@@ -292,8 +322,9 @@ def iter_parsed(
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
 ) -> Iterator[tuple[str, PTBNode]]:
     """Yield ``(file_name, raw_tree)`` for every tree of ``source`` (see :func:`load_treebank`)."""
-    if isinstance(source, (str, os.PathLike)) and os.fspath(source) == "nltk":
-        for name, text in _nltk_sources():
+    if isinstance(source, (str, os.PathLike)) and os.fspath(source) in NLTK_NAMES:
+        _, _, part = os.fspath(source).partition("-")
+        for name, text in _nltk_sources(part or None):
             for node in parse_bracketed(text, name):
                 yield name, node
         return
@@ -311,7 +342,8 @@ def load_treebank(
     """Read and preprocess gold trees.
 
     Args:
-        source: ``"nltk"`` (``nltk.corpus.treebank`` via ``NLTK_DATA``), a ``.mrg`` or
+        source: ``"nltk"`` (``nltk.corpus.treebank`` via ``NLTK_DATA``), ``"nltk-dev"`` or
+            ``"nltk-test"`` (its development or test part), a ``.mrg`` or
             one-tree-per-line file, a directory (all ``*.mrg`` files below it, sorted), a glob
             pattern, or a list of these.
         max_len: keep only sentences with at most this many words *after* preprocessing

@@ -18,7 +18,8 @@ from typing import Any, TextIO
 
 from treelm.errors import TreelmError
 from treelm.run import add_run_options
-from treelm.text import UNK_POLICIES, Tokenizer, Vocab
+from treelm.text import Tokenizer, Vocab
+from treelm.text.inputs import UnknownSymbols, add_unk_option
 
 GENERATE_EPILOG = """examples:
   treelm generate runs/char-lstm --prompt "the company " --length 300 --seed 1
@@ -34,10 +35,13 @@ PROBE_EPILOG = """examples (Sutskever, Martens & Hinton 2011: "fixi" -> "n"):
 
 
 # ----------------------------------------------------------------------------- helpers
-def encode_prompt(tokenizer: Tokenizer, vocab: Vocab, text: str, unk: str) -> list[int]:
-    """``<eos>`` + the prompt's ids; an unknown symbol is ``<unk>`` (``unk="map"``) or an error
-    naming it (``unk="error"``)."""
-    return [vocab.eos, *vocab.encode(tokenizer.encode(text), unk, what="prompt symbol")]
+def encode_prompt(tokenizer: Tokenizer, vocab: Vocab, text: str, policy: UnknownSymbols,
+                  where: str = "--prompt") -> list[int]:
+    """``<eos>`` + the prompt's ids; a symbol outside the vocabulary follows ``policy``
+    (:mod:`treelm.text.inputs`: read as ``<unk>`` and counted, or an error naming ``where``)."""
+    symbols = tokenizer.encode(text)
+    policy.check([symbols[i] for i in vocab.unknown(symbols)], where)
+    return [vocab.eos, *vocab.encode(symbols, "map")]
 
 
 class SymbolWriter:
@@ -89,7 +93,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
                               "and --top-p")
     r = open_run(args, expect="lm")
     tok, vocab = r.task.tokenizer, r.task.vocab
-    ids = encode_prompt(tok, vocab, args.prompt, args.unk)
+    policy = UnknownSymbols(args.unk)
+    ids = encode_prompt(tok, vocab, args.prompt, policy)
+    policy.report()
     device = next(r.model.parameters()).device
     step = LMStep(r.model)
     logits, state = step.prime(torch.tensor(ids, device=device).unsqueeze(1))
@@ -135,8 +141,7 @@ def add_generate(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--beam", type=int, help="beam search with B beams instead of sampling")
     g.add_argument("--length-penalty", type=float, default=0.0, metavar="ALPHA",
                    help="beam search: rank by log p / ((5+n)/6)^ALPHA (default 0: plain log p)")
-    g.add_argument("--unk", choices=UNK_POLICIES, default="error",
-                   help="a prompt symbol outside the vocabulary: error (default) or map to <unk>")
+    add_unk_option(g, "prompt symbol")
     add_run_options(g)
     g.set_defaults(func=cmd_generate)
     return g
@@ -144,17 +149,19 @@ def add_generate(sub: Any) -> argparse.ArgumentParser:
 
 # ----------------------------------------------------------------------------- probe
 def next_symbol_table(model: Any, tokenizer: Tokenizer, vocab: Vocab, prefixes: list[str],
-                      top: int, unk: str = "error") -> list[dict[str, Any]]:
-    """For each prefix the ``top`` most likely next symbols with their probabilities."""
+                      top: int, policy: UnknownSymbols | None = None) -> list[dict[str, Any]]:
+    """For each prefix the ``top`` most likely next symbols with their probabilities; symbols
+    outside the vocabulary follow ``policy`` (default: read as ``<unk>``)."""
     import torch
 
     from treelm.decode.lm import LMStep
 
+    policy = policy or UnknownSymbols("map")
     step = LMStep(model)
     device = next(model.parameters()).device
     rows = []
-    for prefix in prefixes:
-        ids = encode_prompt(tokenizer, vocab, prefix, unk)
+    for k, prefix in enumerate(prefixes, 1):
+        ids = encode_prompt(tokenizer, vocab, prefix, policy, f"--prefix {k}")
         logits, _ = step.prime(torch.tensor(ids, device=device).unsqueeze(1))  # no_grad
         probs = logits[0].float().softmax(-1)
         p, i = probs.topk(min(top, probs.numel()))
@@ -187,8 +194,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from treelm.run import open_run
 
     r = open_run(args, expect="lm")
+    policy = UnknownSymbols(args.unk)
     rows = next_symbol_table(r.model, r.task.tokenizer, r.task.vocab, args.prefix, args.top,
-                             args.unk)
+                             policy)
+    policy.report()
     if args.json:
         print(json.dumps({"run": str(r.path), "level": r.task.tokenizer.level, "prefixes": rows},
                          ensure_ascii=False))
@@ -210,8 +219,7 @@ def add_probe(sub: Any) -> argparse.ArgumentParser:
                    help="a prefix (repeat for several)")
     p.add_argument("--top", type=int, default=5, help="symbols per prefix (default 5)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--unk", choices=UNK_POLICIES, default="error",
-                   help="a prefix symbol outside the vocabulary: error (default) or <unk>")
+    add_unk_option(p, "prefix symbol")
     add_run_options(p)
     p.set_defaults(func=cmd_probe)
     return p

@@ -1,11 +1,16 @@
 """Fused ON-LSTM implementations behind :class:`treelm.cells.onlstm.ONLSTM`.
 
 * ``"cpu"``: :mod:`treelm.kernels.onlstm_cpu`, a whole-sequence ``torch.autograd.Function`` with a
-  hand-derived BPTT (pure PyTorch; runs on any device).
+  hand-derived BPTT (pure PyTorch; runs on any device): the "Python fused path".
+* ``"cxx"``: :mod:`treelm.kernels.onlstm_cxx`, the same Function with both time loops in a small
+  C++ extension (CPU, float32/float64, autocast's bfloat16 products too), built by ``make setup``
+  (:mod:`treelm.kernels.build`); where it cannot run (no compiler, ``TREELM_CXX=0``, another
+  device or dtype) the Python fused path runs instead.
 * ``"triton"``: :mod:`treelm.kernels.onlstm_triton`, the same Function with the per-step gate math
   in one Triton kernel forward and one backward (CUDA tensors, or CPU under
   ``TRITON_INTERPRET=1``); needs ``triton``.
-* ``"auto"`` / ``"fused"``: Triton for CUDA tensors when it is importable, ``"cpu"`` otherwise.
+* ``"auto"`` / ``"fused"``: Triton for CUDA tensors when it is importable, ``"cxx"`` otherwise
+  (which is the Python fused path wherever the C++ loop does not apply).
 
 Their matrix products (the per-step recurrent ones, the input projection, the weight gradient) go
 through :mod:`treelm.kernels.gemm`, which runs each on the GEMM backend (MKL packed, oneDNN, plain
@@ -24,8 +29,9 @@ from __future__ import annotations
 from torch import Tensor
 
 from treelm.kernels.onlstm_cpu import onlstm_cpu_sequence
+from treelm.kernels.onlstm_cxx import onlstm_cxx_sequence
 
-IMPLS = ("auto", "fused", "cpu", "triton")
+IMPLS = ("auto", "fused", "cpu", "cxx", "triton")
 
 
 def onlstm_sequence(
@@ -53,7 +59,9 @@ def onlstm_sequence(
         from treelm.kernels.onlstm_triton import onlstm_triton_sequence
 
         return onlstm_triton_sequence(*args)
-    return onlstm_cpu_sequence(*args)
+    if impl == "cpu":
+        return onlstm_cpu_sequence(*args)
+    return onlstm_cxx_sequence(*args)
 
 
 def triton_available() -> bool:

@@ -67,6 +67,7 @@ __all__ = [
     "ENV_VAR",
     "CastMatmul",
     "FixedMatmul",
+    "Prepared",
     "available_backends",
     "clear_cache",
     "clear_decisions",
@@ -197,8 +198,28 @@ def _transpose_contiguous(w: Tensor, block: int = 256) -> Tensor:
     return out
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A product ``a -> a @ Wᵀ`` (or ``a @ W``) prepared on a packing backend, with the operands
+    its op takes, so that code calling the op itself (the C++ ON-LSTM loop,
+    :mod:`treelm.kernels.onlstm_cxx`) can run the same product: ``"mkl"``: ``packed`` and the
+    ``(N, K)`` weight ``weight`` it was packed from, for ``batch`` rows; ``"onednn"``: ``weight``,
+    packed (or as it is, for a single product), ``packed`` is ``None``."""
+
+    backend: str
+    weight: Tensor
+    packed: Tensor | None
+    batch: int
+
+    def __call__(self, a: Tensor) -> Tensor:
+        if self.backend == "mkl":
+            return torch.ops.mkl._mkl_linear(a, self.packed, self.weight, None, self.batch)
+        return torch.ops.mkldnn._linear_pointwise(a, self.weight, None, "none", [], "")
+
+
 def _prepare(backend: str, weight: Tensor, batch: int, transpose: bool, once: bool) -> Product:
-    """``a -> a @ Wᵀ`` (``a @ W`` with ``transpose``) on ``backend``.
+    """``a -> a @ Wᵀ`` (``a @ W`` with ``transpose``) on ``backend`` (a :class:`Prepared` for the
+    packing backends).
 
     The packed backends take the (N, K) operand of ``a @ Wᵀ`` contiguous: for ``a @ W`` a
     transposed copy (a block copy beats letting the packing read a strided view, 7 against 14 ms
@@ -209,15 +230,12 @@ def _prepare(backend: str, weight: Tensor, batch: int, transpose: bool, once: bo
         rhs = weight if transpose else weight.t()
         return lambda a: torch.mm(a, rhs)
     if backend == "onednn" and once:
-        w = weight.t() if transpose else weight
-        return lambda a: torch.ops.mkldnn._linear_pointwise(a, w, None, "none", [], "")
+        return Prepared(backend, weight.t() if transpose else weight, None, batch)
     w = _transpose_contiguous(weight) if transpose else weight.contiguous()
     if backend == "mkl":
-        packed = torch.ops.mkl._mkl_reorder_linear_weight(w, batch)
-        return lambda a: torch.ops.mkl._mkl_linear(a, packed, w, None, batch)
+        return Prepared(backend, w, torch.ops.mkl._mkl_reorder_linear_weight(w, batch), batch)
     if backend == "onednn":
-        packed = torch.ops.mkldnn._reorder_linear_weight(w, batch)
-        return lambda a: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
+        return Prepared(backend, torch.ops.mkldnn._reorder_linear_weight(w, batch), None, batch)
     raise ValueError(f"unknown GEMM backend {backend!r}")
 
 
@@ -460,6 +478,15 @@ class FixedMatmul:
         self.in_place = self.product is None
         _note(key, steps, decision)
 
+    def operands(self) -> tuple[str, Tensor, Tensor | None]:
+        """``(backend, weight, packed)``, for code that runs the product itself: on ``"mm"`` the
+        ``(K, N)`` right operand of ``torch.mm`` and ``None``, else :class:`Prepared`'s."""
+        if self.product is None:
+            return "mm", self.rhs, None
+        p = self.product
+        assert isinstance(p, Prepared)
+        return p.backend, p.weight, p.packed
+
     def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None
                  ) -> Tensor:
         """``add + a @ W(ᵀ)`` (``add`` optional, broadcast), written into ``out`` when given."""
@@ -490,6 +517,10 @@ class CastMatmul:
         self.a = w.new_empty(batch, k)
         self.r = w.new_empty(batch, n) if self.product.in_place else None
         self.in_place = True
+
+    def operands(self) -> tuple[str, Tensor, Tensor | None]:
+        """:meth:`FixedMatmul.operands` of the ``dtype`` product (the weight cast)."""
+        return self.product.operands()
 
     def __call__(self, a: Tensor, add: Tensor | None = None, out: Tensor | None = None
                  ) -> Tensor:

@@ -8,6 +8,7 @@ from torch import nn
 
 from treelm.config import check_kwargs
 from treelm.errors import ConfigError
+from treelm.models.classifier import SequenceClassifier
 from treelm.models.convs2s import ConvS2S
 from treelm.models.lm import RNNLM
 from treelm.models.pair import PairClassifier
@@ -15,6 +16,7 @@ from treelm.models.rnn_attn import RNNAttention
 from treelm.models.tagger import Tagger
 
 MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM, "tagger": Tagger, "convs2s": ConvS2S,
+                                      "classifier": SequenceClassifier,
                                       "pair": PairClassifier, "rnn_attn": RNNAttention}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from treelm.errors import TreelmError, check_output
 from treelm.run import add_run_options
+from treelm.text.inputs import add_unk_option
 
 SUITE_EPILOG = """examples:
   treelm suite agreement runs/onlstm runs/lstm
@@ -42,7 +43,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     report = agreement_report(args.run_dirs, args.pairs, args.seed or 0,
-                              args.max_per_construction, args.batch_size, args.checkpoint)
+                              args.max_per_construction, args.batch_size, args.checkpoint,
+                              args.unk)
+    for run in report["runs"]:      # --unk map: one line per run that read <unk>
+        if run["unk_tokens"]:
+            print(f"treelm: {run['run']}: {run['unk_tokens']} symbol(s) outside the run's "
+                  f"vocabulary read as <unk>, in {run['pairs_with_unk']} pair(s)",
+                  file=sys.stderr, flush=True)
     text = json.dumps(report, indent=1, ensure_ascii=False)
     print(format_table(report), file=sys.stderr if args.json == "-" else sys.stdout)
     if args.json == "-":
@@ -77,6 +84,7 @@ def add_suite(sub: Any) -> argparse.ArgumentParser:
                    "(default 128)")
     a.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE "
                    "(- : print it on stdout, the table on stderr)")
+    add_unk_option(a, "word")
     add_run_options(a)
     a.set_defaults(func=cmd_agreement)
     return p

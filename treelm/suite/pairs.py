@@ -28,6 +28,7 @@ class Pair:
     ungrammatical: str
     condition: str = ""
     focus: tuple[int, ...] = ()     # token positions meant to differ (generated pairs only)
+    line: int = 0                   # line of its --pairs file (0: a generated pair)
 
 
 class PairsError(TreelmError):
@@ -51,7 +52,7 @@ def parse_pairs(lines: list[str], where: str) -> list[Pair]:
         for name, value in zip(HEADER, fields):
             if not value:
                 raise PairsError(f"{where}:{i}: the {name} field is empty")
-        out.append(Pair(*fields))
+        out.append(Pair(*fields, line=i))
     if not out:
         raise PairsError(f"{where}: no pairs (one pair a line: construction, grammatical, "
                          "ungrammatical, separated by tabs)")

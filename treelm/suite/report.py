@@ -102,12 +102,26 @@ def score_run(model: Any, vocab: Any, tokenizer: Any, pairs: Sequence[Pair],
     return out
 
 
+def check_unknown(pairs: Sequence[Pair], vocab: Any, tokenizer: Any, policy: Any,
+                  where: str) -> None:
+    """The words of every pair outside ``vocab`` follow ``policy``
+    (:class:`~treelm.text.inputs.UnknownSymbols`); a pair is named by its line of ``where`` (a
+    ``--pairs`` file) or its number and construction (generated)."""
+    for k, p in enumerate(pairs, 1):
+        symbols = [*tokenizer.encode(p.grammatical), *tokenizer.encode(p.ungrammatical)]
+        name = f"{where}:{p.line}" if p.line else f"pair {k} ({p.construction})"
+        policy.check([symbols[i] for i in vocab.unknown(symbols)], name)
+
+
 def agreement_report(run_dirs: Sequence[str], pairs_file: str | None = None, seed: int = 0,
                      max_per_construction: int | None = None, batch_size: int = 128,
-                     checkpoint: str = "best") -> dict[str, Any]:
+                     checkpoint: str = "best", unk: str = "map") -> dict[str, Any]:
     """Score the generated suite (or the pairs of ``pairs_file``) with every run of
-    ``run_dirs`` (language-model runs; any other is a one-line error) and return the report."""
+    ``run_dirs`` (language-model runs; any other is a one-line error) and return the report.
+    Words outside a run's vocabulary are read as ``<unk>`` and counted (``unk="map"``), or
+    refused before any scoring with one line naming the pair (``unk="error"``)."""
     from treelm.run import load_run
+    from treelm.text.inputs import UnknownSymbols
 
     if pairs_file is not None:
         pairs = read_pairs(pairs_file)
@@ -120,6 +134,9 @@ def agreement_report(run_dirs: Sequence[str], pairs_file: str | None = None, see
     runs = []
     for path in run_dirs:
         r = load_run(path, checkpoint, expect="lm")
+        if unk == "error":
+            check_unknown(pairs, r.vocab, r.tokenizer, UnknownSymbols(unk, f"{path}'s vocabulary"),
+                          str(pairs_file))
         scores = score_run(r.model, r.vocab, r.tokenizer, pairs, batch_size)
         accs = [a for c in constructions if (a := scores[c["name"]]["accuracy"]) is not None]
         runs.append({"run": str(path), "checkpoint": checkpoint, "constructions": scores,

@@ -5,6 +5,16 @@ right-branching (strong for English), balanced and random binary trees, and
 :func:`evaluate_baselines`, which scores them against gold trees the way ``treelm eval-parse``
 reports them.
 
+The rule control (:func:`random_levels`; baselines ``random_levels_official`` and
+``random_levels_split``): i.i.d. uniform levels passed through a tree rule of
+:func:`~treelm.syntax.trees.build_tree`, scored like a model's levels. Dyer, Melis & Blunsom
+(2019) point out that the ``official`` rule favours right-branching trees by itself: the word
+with the highest level opens a constituent that runs to the end of its span, so on English
+(which branches to the right) levels that know nothing already score above random trees under
+it. What a rule gives on random levels is the figure a model's levels must beat under that rule
+to have learned anything. Under the ``split`` rule random levels give exactly
+:func:`random_tree` (the same draws, the same trees).
+
 The balanced tree is the one behind the ON-LSTM paper's Table 2 figure (24.5 sentence F1 on the
 WSJ test set): every span of m words is split at ``floor(m / 2)``, so the right half takes the
 extra word. The mirror construction (left half larger, SPINN's ``balanced_transitions``) is kept
@@ -100,6 +110,22 @@ def random_tree(words: Sequence[Any], rng: np.random.Generator | int) -> Tree:
     return build_tree(gen.random(len(words)), words, style="split")
 
 
+def random_levels(words: Sequence[Any], rng: np.random.Generator | int,
+                  rule: str = "official") -> Tree:
+    """The tree that ``rule`` (a style of :func:`~treelm.syntax.trees.build_tree`) makes of
+    i.i.d. uniform levels: the rule control. ``random_levels(w, g, "split")`` is
+    ``random_tree(w, g)``.
+
+    Args:
+        words: n >= 1 leaves.
+        rng: a ``numpy.random.Generator`` (advanced in place) or an integer seed.
+        rule: ``"official"`` or ``"split"``.
+    """
+    _check(words)
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    return build_tree(gen.random(len(words)), words, style=rule)
+
+
 #: The deterministic baselines by name.
 BASELINES: dict[str, Callable[[Sequence[Any]], Tree]] = {
     "left_branching": left_branching,
@@ -111,11 +137,16 @@ BASELINES: dict[str, Callable[[Sequence[Any]], Tree]] = {
 #: What :func:`evaluate_baselines` scores by default, in the order of the paper's Table 2 (and of
 #: its result). ``balanced_left`` is only scored on request.
 DEFAULT_BASELINES = ("random", "balanced", "left_branching", "right_branching")
-_ORDER = ("random", "balanced", "balanced_left", "left_branching", "right_branching")
+#: The rule controls by name: random levels through each tree rule.
+RULE_CONTROLS = {"random_levels_official": "official", "random_levels_split": "split"}
+_ORDER = ("random", *RULE_CONTROLS, "balanced", "balanced_left", "left_branching",
+          "right_branching")
 
 
-def random_baseline(golds: Sequence[Any], seeds: Sequence[int] = range(5)) -> dict[str, Any]:
-    """Random trees scored over ``seeds``: one ``evaluate`` per seed, summarised.
+def random_baseline(golds: Sequence[Any], seeds: Sequence[int] = range(5),
+                    rule: str | None = None) -> dict[str, Any]:
+    """Random trees (or, with ``rule``, the rule control :func:`random_levels`) scored over
+    ``seeds``: one ``evaluate`` per seed, summarised.
 
     Each seed's run draws from its own ``numpy.random.default_rng(seed)``, consumed sentence by
     sentence in order. Returns ``{"seeds", "sentence_f1", "corpus_f1", "label_recall",
@@ -126,7 +157,11 @@ def random_baseline(golds: Sequence[Any], seeds: Sequence[int] = range(5)) -> di
     runs = []
     for seed in seeds:
         gen = np.random.default_rng(seed)
-        runs.append(evaluate([random_tree(g.words, gen) for g in golds], golds))
+        if rule is None:
+            trees = [random_tree(g.words, gen) for g in golds]
+        else:
+            trees = [random_levels(g.words, gen, rule) for g in golds]
+        runs.append(evaluate(trees, golds))
     summary: dict[str, Any] = {"seeds": list(seeds)}
     for key in ("sentence_f1", "corpus_f1"):
         values = [run[key] for run in runs]
@@ -147,9 +182,10 @@ def evaluate_baselines(golds: Sequence[Any], seeds: Sequence[int] = range(5),
                        names: Sequence[str] = DEFAULT_BASELINES) -> dict[str, Any]:
     """Score the baselines ``names`` on ``golds`` (:class:`~treelm.data.treebank.GoldTree`\\ s).
 
-    Returns ``{name: result}`` in Table 2 order (random, balanced, balanced_left,
-    left_branching, right_branching; only those asked for): an ``evaluate(...)`` dict for each
-    deterministic baseline, :func:`random_baseline` over ``seeds`` for ``"random"``.
+    Returns ``{name: result}`` in Table 2 order (random, random_levels_official,
+    random_levels_split, balanced, balanced_left, left_branching, right_branching; only those
+    asked for): an ``evaluate(...)`` dict for each deterministic baseline,
+    :func:`random_baseline` over ``seeds`` for ``"random"`` and the rule controls.
 
     Raises:
         ValueError: an unknown baseline name.
@@ -164,6 +200,8 @@ def evaluate_baselines(golds: Sequence[Any], seeds: Sequence[int] = range(5),
             continue
         if name == "random":
             results[name] = random_baseline(golds, seeds)
+        elif name in RULE_CONTROLS:
+            results[name] = random_baseline(golds, seeds, RULE_CONTROLS[name])
         else:
             results[name] = evaluate([BASELINES[name](g.words) for g in golds], golds)
     return results

@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.syntax.parse import input_lines, tokenize
 from treelm.syntax.report import TABLE_LABELS
+from treelm.text.inputs import add_unk_option
 
 STYLES = ("official", "split")
 FORMATS = ("brackets", "json", "ascii")
@@ -54,6 +55,8 @@ PARSE_EPILOG = """examples:
 
 EVAL_EPILOG = """examples:
   treelm eval-parse runs/onlstm --treebank nltk --max-len 10           # WSJ10 of the NLTK sample
+  treelm eval-parse runs/onlstm --treebank nltk-dev --json             # choose the layer here...
+  treelm eval-parse runs/onlstm --treebank nltk-test --layer 2         # ...and report it here
   treelm eval-parse runs/onlstm --treebank ptb/wsj/23 --json           # WSJ test, all lengths
   treelm eval-parse --baseline all --treebank nltk --max-len 10        # no model needed
 """
@@ -126,9 +129,7 @@ def _add_model_options(p: argparse.ArgumentParser, batch: bool = True) -> None:
     from treelm.run import add_run_options
 
     add_run_options(p)
-    p.add_argument("--unk", choices=["map", "error"], default="map",
-                   help="a word outside the vocabulary: read it as <unk> (map, default) or stop "
-                   "with an error")
+    add_unk_option(p, "word (or piece)")
     p.add_argument("--style", choices=STYLES, default="official",
                    help="tree rule: official (default; the highest-level word opens a "
                    "constituent, ON-LSTM test_phrase_grammar.py) or split (span split before "
@@ -157,19 +158,19 @@ def _add_text_options(p: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------------- parse
 def cmd_parse(args: argparse.Namespace) -> int:
     from treelm.syntax.parse import parse_lines
+    from treelm.text.inputs import UnknownSymbols, source_name
 
     _check_positive("--batch-size", args.batch_size)
+    lines = input_lines(args.sentence, args.file)        # a missing file fails before the run
     _, source = _open_levels(args)
     layers = parse_layer(args.layer, source.layers)
-    unknown: dict[str, int] = {}
+    policy = UnknownSymbols(args.unk)
     out: TextIO = sys.stdout
-    lines = input_lines(args.sentence, args.file)
     try:
-        for text, unk_words in parse_lines(source, lines, layers, args.format, args.style,
-                                           args.segment, args.normalize, args.batch_size,
-                                           args.unk, single=args.sentence not in (None, "-")):
-            for w in unk_words:
-                unknown[w] = unknown.get(w, 0) + 1
+        for text, _ in parse_lines(source, lines, layers, args.format, args.style,
+                                   args.segment, args.normalize, args.batch_size,
+                                   single=args.sentence not in (None, "-"), policy=policy,
+                                   where=source_name(args.file)):
             out.write(text + "\n")
             out.flush()
     except BrokenPipeError:             # e.g. `treelm parse ... | head`: stop quietly
@@ -177,11 +178,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    if unknown:
-        shown = ", ".join(repr(w) for w in list(unknown)[:8])
-        more = f" and {len(unknown) - 8} more" if len(unknown) > 8 else ""
-        print(f"treelm: note: {sum(unknown.values())} word(s) outside the vocabulary were read as "
-              f"<unk>: {shown}{more}", file=sys.stderr)
+    policy.report()
     return 0
 
 
@@ -238,12 +235,14 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     if args.run_dir is not None:
         run, available = _open_run(args)
         layers = parse_layer(args.layer or "all", available)
+    chosen = set(args.baseline or ["all"])
     if args.no_baselines:
         names = []
-    elif not args.baseline or "all" in args.baseline:
-        names = list(BASELINE_NAMES.values())
+    elif "all" in chosen:
+        names = [*BASELINE_NAMES.values(), f"random_levels_{args.style}"]
     else:
-        names = [BASELINE_NAMES[b] for b in args.baseline]
+        names = [BASELINE_NAMES[b] for b in sorted(chosen - {"control"})]
+        names += [f"random_levels_{args.style}"] * ("control" in chosen)
     report = parsing_report(args.treebank, args.max_len, run=run, layers=layers,
                             checkpoint=args.checkpoint, style=args.style, baselines=names,
                             seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk)
@@ -267,15 +266,19 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
         epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (optional with --baseline)")
-    p.add_argument("--treebank", required=True, metavar="PATH|nltk",
-                   help=".mrg file, directory of .mrg files, glob, or 'nltk' (the NLTK WSJ "
-                   "sample found through NLTK_DATA; nothing is downloaded)")
+    p.add_argument("--treebank", required=True, metavar="nltk-dev|nltk-test|nltk|PATH",
+                   help="'nltk' (the NLTK WSJ sample found through NLTK_DATA; nothing is "
+                   "downloaded), 'nltk-dev' or 'nltk-test' (its files wsj_0001-0099, to choose "
+                   "a layer on, or wsj_0100-0199, to report on), or a .mrg file, directory of "
+                   ".mrg files or glob")
     p.add_argument("--max-len", type=int,
                    help="keep sentences of at most this many words after preprocessing "
                    "(default: all)")
     p.add_argument("--layer", metavar="K|all", help="layer(s) to score (default all)")
-    p.add_argument("--baseline", action="append", choices=[*BASELINE_NAMES, "all"],
-                   help="baseline(s) to score (repeatable; default with RUN_DIR: all)")
+    p.add_argument("--baseline", action="append", choices=[*BASELINE_NAMES, "control", "all"],
+                   help="baseline(s) to score (repeatable; default with RUN_DIR: all): left-, "
+                   "right-branching, balanced, random trees, and control: random levels "
+                   "through the --style rule, what the rule gives by itself")
     p.add_argument("--no-baselines", action="store_true", help="score the model only")
     p.add_argument("--seeds", type=int, default=5,
                    help="random-tree runs, seeds 0..N-1 (default 5): mean±std")
@@ -296,15 +299,22 @@ def _one_sentence(args: argparse.Namespace, tokenizer: Any) -> tuple[str, list[s
         raise TreelmError(f"give exactly one sentence (got {len(lines)})")
     tokens = tokenize(lines[0], tokenizer, args.segment, args.normalize)
     if not tokens:
-        raise TreelmError("the sentence is empty")
+        raise TreelmError("no input: the sentence is empty")
     return lines[0], tokens
 
 
 def _levels_of(args: argparse.Namespace) -> tuple[Any, list[str], int, Any]:
+    """The run, the sentence's tokens, the layer and its levels; unknown words follow --unk
+    (:mod:`treelm.text.inputs`)."""
+    from treelm.text.inputs import UnknownSymbols
+
     run, source = _open_levels(args)
     layer = parse_layer(args.layer, source.layers, allow_all=False)[0]
     _, tokens = _one_sentence(args, source.tokenizer)
-    lv = source.read([tokens], 1, args.unk)[0]
+    lv = source.read([tokens], 1, "map")[0]
+    policy = UnknownSymbols(args.unk)
+    policy.check([tokens[i] for i in lv.unknown], "the sentence")
+    policy.report()
     return run, tokens, layer, lv
 
 
@@ -368,7 +378,7 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
         if args.layer is not None or args.direction != "forward":
             raise TreelmError(f"{'--layer' if args.layer is not None else '--direction'} "
                               "needs --run RUN_DIR")
-        text = "\n".join(input_lines(args.tree, None))
+        text = "\n".join(input_lines(args.tree, None, "the tree"))
         tree = read_json_tree(text) if args.json else read_bracket_tree(text)
     plot_tree(tree, args.output, title=args.title or None)
     print(args.output)

@@ -10,11 +10,13 @@ translation encoder's over the source side).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treelm.errors import TreelmError
+
+if TYPE_CHECKING:
+    from treelm.text.inputs import UnknownSymbols
 
 CHUNK = 2048   # sentences read (and parsed) at a time from a file or stdin
 
@@ -41,22 +43,18 @@ def tokenize(text: str, tokenizer: Any, segment: str = "none",
     return tokens
 
 
-def input_lines(sentence: str | None, file: str | None) -> Iterator[str]:
+def input_lines(sentence: str | None, file: str | None,
+                what: str = "the sentence") -> list[str] | Iterator[str]:
+    """The SENTENCE argument, or the lines of ``file`` or stdin (SENTENCE absent or ``-``), read
+    and checked by :mod:`treelm.text.inputs`: input without text is a one-line error."""
+    from treelm.text.inputs import input_lines as read_lines
+    from treelm.text.inputs import require_sentence
+
     if sentence is not None and sentence != "-":
         if file:
             raise TreelmError("give a sentence or --file, not both")
-        yield sentence
-        return
-    if file:
-        try:
-            with open(file, encoding="utf-8") as f:
-                yield from (line.rstrip("\r\n") for line in f)
-        except OSError as e:
-            raise TreelmError(f"{file}: cannot read ({e.strerror})") from None
-        except UnicodeDecodeError as e:
-            raise TreelmError(f"{file}: not UTF-8 text ({e.reason})") from None
-        return
-    yield from (line.rstrip("\r\n") for line in sys.stdin)
+        return [require_sentence(sentence, what)]
+    return read_lines(file)
 
 
 def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -72,17 +70,24 @@ def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: str, style: str,
                 segment: str = "none", normalize: bool = False, batch_size: int = 256,
-                unk: str = "map", single: bool = False) -> Iterator[tuple[str, list[str]]]:
+                unk: str = "map", single: bool = False, policy: UnknownSymbols | None = None,
+                where: str = "stdin") -> Iterator[tuple[str, list[str]]]:
     """(formatted parse, unknown words) per input line, in order, with the levels of ``source``
-    (a :class:`~treelm.syntax.levels.LevelSource`). ``single``: the lines are one sentence given
-    as an argument, which must not be empty."""
+    (a :class:`~treelm.syntax.levels.LevelSource`). Unknown words follow ``policy`` (default: the
+    ``unk`` policy), lines named ``where:N`` in its messages. ``single``: the lines are one
+    sentence given as an argument, which must not be empty."""
     from treelm.syntax.report import format_parse
+    from treelm.text.inputs import UnknownSymbols
 
+    policy = policy or UnknownSymbols(unk)
+    n = 0
     for chunk in chunks(lines, CHUNK):
         tokens = [tokenize(t, source.tokenizer, segment, normalize) for t in chunk]
         if single and not tokens[0]:
-            raise TreelmError("the sentence is empty")
-        levels = source.read(tokens, batch_size, unk)
+            raise TreelmError("no input: the sentence is empty")
+        levels = source.read(tokens, batch_size, "map")
         for text, toks, lv in zip(chunk, tokens, levels):
-            yield (format_parse(toks, lv, layers, fmt, style, text),
-                   [toks[i] for i in lv.unknown])
+            n += 1
+            unknown = [toks[i] for i in lv.unknown]
+            policy.check(unknown, "the sentence" if single else f"{where}:{n}")
+            yield format_parse(toks, lv, layers, fmt, style, text), unknown

@@ -30,7 +30,9 @@ TABLE_LABELS = ("NP", "VP", "PP", "ADJP", "SBAR", "ADVP")
 #: Row titles of the baselines in the table.
 BASELINE_TITLES = {"random": "random trees", "balanced": "balanced trees",
                    "balanced_left": "balanced trees (left-heavy)",
-                   "left_branching": "left branching", "right_branching": "right branching"}
+                   "left_branching": "left branching", "right_branching": "right branching",
+                   "random_levels_official": "random levels, official rule",
+                   "random_levels_split": "random levels, split rule"}
 
 
 # ----------------------------------------------------------------------------- the report
@@ -143,10 +145,10 @@ def format_table(report: dict[str, Any], labels: Sequence[str] = TABLE_LABELS) -
     header = ["", "sent F1", "corpus F1", "depth", "height", *labels]
     rows: list[list[str]] = []
     for name, res in report["baselines"].items():
-        if name == "random":
+        if "seeds" in res:      # random trees, rule controls: mean ± std over seeds
             sf, cf = res["sentence_f1"], res["corpus_f1"]
             f1s = [f"{_pct(sf['mean'])}±{_pct(sf['std'])}", f"{_pct(cf['mean'])}±{_pct(cf['std'])}"]
-            name = f"random trees ({len(res['seeds'])} seeds)"
+            name = f"{BASELINE_TITLES[name]} ({len(res['seeds'])} seeds)"
         else:
             f1s = [_pct(res["sentence_f1"]), _pct(res["corpus_f1"])]
             name = BASELINE_TITLES[name]

@@ -1,7 +1,10 @@
 """What ``treelm tag`` reads and prints: utterances in, words with their slots out.
 
 Input: one utterance a line, words separated by whitespace (the ``word`` tokenizer, as the
-training data). Output, per utterance, either one text line with each slot in brackets::
+training data), read and checked by :mod:`treelm.text.inputs` (input without text is an error; a
+blank line gives an empty result, so the output stays aligned with the input; words outside the
+vocabulary follow ``--unk``). Output, per utterance, either one text line with each slot in
+brackets::
 
     [atis_flight] show me flights from [boston : fromloc.city_name] to [denver : toloc.city_name]
 
@@ -15,24 +18,28 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from treelm.errors import TreelmError
 from treelm.tasks.conlleval import chunks
-from treelm.tasks.tagging import Tagged
+from treelm.tasks.tagging import Tagged, TaggingTask
+from treelm.text.inputs import UnknownSymbols
 from treelm.text.tokenizers import WordTokenizer
 
 
-def read_utterances(lines: Iterable[str], where: str) -> list[list[str]]:
-    """Whitespace-separated words of each line; an empty line is a one-line error."""
+def read_utterances(lines: Iterable[str]) -> list[list[str]]:
+    """Whitespace-separated words of each line (a blank line: no words, an empty result)."""
     tok = WordTokenizer()
-    out = []
-    for i, line in enumerate(lines, 1):
-        words = tok.encode_line(line)
-        if not words:
-            raise TreelmError(f"{where}:{i}: empty utterance (one utterance a line)")
-        out.append(words)
-    if not out:
-        raise TreelmError(f"{where}: no utterances to tag")
-    return out
+    return [tok.encode_line(line) for line in lines]
+
+
+def tag_utterances(task: TaggingTask, model: Any, utterances: list[list[str]],
+                   batch_size: int | None, policy: UnknownSymbols, source: str) -> list[Tagged]:
+    """The tags of each utterance, in order; words outside the run's vocabulary follow
+    ``policy`` (lines named ``source:N``); an empty utterance (a blank line) gets an empty
+    result without running the model."""
+    for n, words in enumerate(utterances, 1):
+        policy.check(task.unknown_words(words), f"{source}:{n}")
+    todo = [u for u in utterances if u]
+    tagged = iter(task.tag(model, todo, batch_size) if todo else [])
+    return [next(tagged) if u else Tagged([], [], None) for u in utterances]
 
 
 def slots(t: Tagged) -> list[dict[str, Any]]:

@@ -10,13 +10,14 @@ from typing import Any
 from treelm.config import parse_section
 from treelm.errors import ConfigError
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.tasks.listops import ListOpsTask
 from treelm.tasks.lm import LMTask
 from treelm.tasks.logic import LogicTask
 from treelm.tasks.tagging import TaggingTask
 from treelm.tasks.translation import TranslationTask
 
 TASKS: dict[str, type[Task]] = {"lm": LMTask, "tagging": TaggingTask, "logic": LogicTask,
-                                "translation": TranslationTask}
+                                "translation": TranslationTask, "listops": ListOpsTask}
 
 __all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "Task", "TaskOptions", "task_class",
            "task_options"]

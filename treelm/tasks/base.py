@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from treelm.errors import TreelmError
 from treelm.rundir.files import RunFiles
 
 
@@ -59,8 +60,8 @@ class Evaluation:
     higher_is_better: bool = False
     size: int = 0              # units evaluated
     unit: str = "tokens"
-    details: dict[str, str] = field(default_factory=dict)   # non-numeric facts for the record,
-                                                            # e.g. a metric's signature
+    details: dict[str, Any] = field(default_factory=dict)   # other facts for the record, e.g.
+                                                            # a metric's signature
     lines: list[str] = field(default_factory=list)          # the task's own report, printed by
                                                             # `treelm eval` before the JSON line
 
@@ -82,6 +83,9 @@ class Task:
     name: ClassVar[str]
     Options: ClassVar[type[TaskOptions]] = TaskOptions
     PATH_KEYS: ClassVar[tuple[str, ...]] = ()   # keys of ``data:`` that name files
+    EVAL_OPTIONS: ClassVar[tuple[str, ...]] = ()   # keywords of ``evaluate`` beyond the batch
+                                                   # size (translation: beam, alpha)
+    DATA_FORMAT: ClassVar[str] = ""             # what ``evaluate_file`` reads, for messages
 
     @classmethod
     def check_data(cls, data: dict[str, Any] | None) -> None:
@@ -149,6 +153,13 @@ class Task:
                  batch_size: int | None = None) -> Evaluation:
         raise NotImplementedError
 
+    def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
+                      **options: Any) -> Evaluation:
+        """Score the data at ``path``, in the task's own format (``DATA_FORMAT``), as
+        ``evaluate`` scores a split: the same code after the reading. Bad data is a one-line
+        error naming the file."""
+        raise TreelmError(f"a {self.name} run cannot score a data file")
+
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:
         """The position and carried state (tensors, numbers, lists; ``weights_only`` safe)."""
@@ -158,10 +169,3 @@ class Task:
         """Restore ``state_dict()``; ``same_shards`` is false when the number of processes
         changed, so that per-process carried state no longer applies."""
 
-
-@dataclass
-class TaskSpec:
-    """What a config names: the task class and its parsed options."""
-
-    cls: type[Task]
-    options: TaskOptions = field(default_factory=TaskOptions)

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from treelm.cells import State
 from treelm.data.batching import BPTTSchedule, batchify, get_batch
-from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus
+from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus, read_stream
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
 from treelm.text.tokenizers import Tokenizer
@@ -96,6 +96,7 @@ class LMTask(Task):
     name = "lm"
     Options = LMOptions
     PATH_KEYS = PATH_KEYS
+    DATA_FORMAT = "a text file, one sentence a line"
     options: LMOptions
 
     @classmethod
@@ -107,6 +108,7 @@ class LMTask(Task):
                  rank: int = 0, world: int = 1) -> None:
         super().__init__(cfg, options)
         self.tokenizer, self.vocab, self.device = tokenizer, vocab, device
+        tokenizer.restrict(vocab.itos)      # a piece model emits only the run's pieces
         self._corpus = corpus
         self.schedule = BPTTSchedule(options.bptt, options.variable_bptt, int(cfg.get("seed", 0)))
         self.row = 0                                 # next row of the batched training stream
@@ -192,8 +194,21 @@ class LMTask(Task):
         if batch_size is None:
             batch_size = (self.options.test_batch_size if split == "test"
                           else self.options.eval_batch_size)
+        return self._score(model, data, batch_size)
+
+    def _score(self, model: nn.Module, data: Tensor, batch_size: int) -> Evaluation:
         loss = evaluate_stream(model, data, batch_size, self.options.bptt)
         return Evaluation({"loss": loss, **self.train_scores(loss)}, "loss", size=data.numel())
+
+    def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
+                      **options: Any) -> Evaluation:
+        """A text file scored as the test split is (``test_batch_size`` columns unless
+        ``batch_size``); its symbols outside the vocabulary are read as ``<unk>`` and counted
+        (``unk_tokens``)."""
+        data, unknown = read_stream(path, self.tokenizer, self.vocab)
+        ev = self._score(model, data, batch_size or self.options.test_batch_size)
+        ev.details["unk_tokens"] = unknown
+        return ev
 
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:

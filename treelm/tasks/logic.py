@@ -9,9 +9,11 @@ Batches hold ``batch_size`` pairs: left (T₁, B) and right (T₂, B) symbol ids
 their lengths (B,), and relation ids (B,). Each epoch the pairs are shuffled (the order is drawn
 from the run's seed and the epoch number), cut into windows of ``BUCKET`` batches, sorted by
 length inside a window (less padding: a batch of long and short formulas runs as long as its
-longest) and cut into batches, whose order is shuffled again; the position ``pos`` (batches taken)
-is all a resume needs. Under DDP each process takes every ``world``-th pair of the epoch's order,
-after cutting the order to a multiple of ``world``, so that all take the same number of steps.
+longest) and cut into batches, whose order is shuffled again; the position (batches taken) is all
+a resume needs. Under DDP each process takes every ``world``-th pair of the epoch's order, after
+cutting the order to a multiple of ``world``, so that all take the same number of steps. All of
+this is :class:`~treelm.tasks.examples.EpochIterator`'s; the task says only how pairs are sorted
+(by the longer formula) and collated.
 
 Loss per batch, the mean cross-entropy per pair:
 
@@ -25,8 +27,7 @@ operators than any training pair (``data.max_train_ops``), the generalisation th
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,9 +35,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from treelm.data.logic import RELATIONS, TOKENS, LogicData, Pair, data_files, load_split
+from treelm.data.logic import (
+    RELATIONS,
+    TOKENS,
+    LogicData,
+    Pair,
+    data_files,
+    load_split,
+    read_split,
+)
 from treelm.rundir.files import RunFiles
-from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
+from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
 from treelm.text.vocab import PAD, Vocab
 
 BUCKET = 32            # batches per window sorted by length
@@ -59,19 +69,12 @@ def relation_vocab() -> Vocab:
     return Vocab(list(RELATIONS), ())
 
 
-def pad_ids(rows: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:
-    """Ragged id lists -> (T, B) padded with ``pad`` and lengths (B,)."""
-    lengths = torch.tensor([len(r) for r in rows])
-    out = torch.full((int(lengths.max()), len(rows)), pad, dtype=torch.long)
-    for b, r in enumerate(rows):
-        out[: len(r), b] = torch.tensor(r, dtype=torch.long)
-    return out, lengths
-
-
-class LogicTask(Task):
+class LogicTask(ExampleTask):
     name = "logic"
     Options = LogicOptions
     PATH_KEYS = LogicData.PATH_KEYS
+    DATA_FORMAT = ("a file of relation<TAB>formula<TAB>formula lines (Bowman's format), or a "
+                   "directory of his test0 … test12 files")
     options: LogicOptions
 
     @classmethod
@@ -86,8 +89,6 @@ class LogicTask(Task):
         self.seed, self.rank, self.world = int(cfg.get("seed", 0)), rank, world
         self._splits: dict[str, list[Pair]] = {}
         self._encoded: dict[str, list[Row]] = {}
-        self.epoch, self.pos = 0, 0                 # epochs begun before this one; next batch
-        self._batches: list[list[int]] | None = None
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -149,38 +150,19 @@ class LogicTask(Task):
         right, rlen = pad_ids([r[1] for r in rows], self.symbols.pad)
         return left, llen, right, rlen, torch.tensor([r[2] for r in rows])
 
+    def make_epochs(self) -> EpochIterator:
+        rows, bs = self.encoded("train"), self.options.batch_size
+        return EpochIterator(len(rows), self.seed, self.rank, self.world, batch_size=bs,
+                             keys=[max(len(r[0]), len(r[1])) for r in rows],
+                             window=bs * BUCKET)
+
     def batch_order(self) -> list[list[int]]:
         """This process's batches of pair indices for the current epoch, in order."""
-        if self._batches is None:
-            rows, bs = self.encoded("train"), self.options.batch_size
-            rng = random.Random(self.seed * 1_000_003 + self.epoch)
-            idx = list(range(len(rows)))
-            rng.shuffle(idx)
-            # every process the same number of pairs (DDP steps in lockstep)
-            idx = idx[: len(idx) // self.world * self.world][self.rank::self.world]
-            batches: list[list[int]] = []
-            for lo in range(0, len(idx), bs * BUCKET):
-                window = sorted(idx[lo:lo + bs * BUCKET],
-                                key=lambda i: max(len(rows[i][0]), len(rows[i][1])))
-                batches += [window[j:j + bs] for j in range(0, len(window), bs)]
-            rng.shuffle(batches)
-            self._batches = batches
-        return self._batches
+        return self.epochs.plan()
 
-    def batches(self) -> Iterator[Batch]:
-        rows, order = self.encoded("train"), self.batch_order()
-        while self.pos < len(order):
-            batch = [rows[i] for i in order[self.pos]]
-            self.pos += 1
-            data = tuple(t.to(self.device) for t in self._batch(batch))
-            yield Batch(data, len(batch), last=self.pos >= len(order))
-
-    def progress(self) -> tuple[int, int]:
-        order = self.batch_order()
-        return sum(len(b) for b in order[: self.pos]), sum(len(b) for b in order)
-
-    def new_epoch(self) -> None:
-        self.epoch, self.pos, self._batches = self.epoch + 1, 0, None
+    def collate(self, indices: list[int]) -> tuple[Tensor, ...]:
+        rows = self.encoded("train")
+        return tuple(t.to(self.device) for t in self._batch([rows[i] for i in indices]))
 
     def loss(self, model: nn.Module, batch: Batch) -> LossOut:
         left, llen, right, rlen, rel = batch.data
@@ -192,20 +174,18 @@ class LogicTask(Task):
     def predict(self, model: nn.Module, rows: Sequence[Row], bs: int) -> tuple[list[int], float]:
         """The best relation id of every row, in batches of similar length, and the summed
         cross-entropy."""
-        was = model.training
-        model.eval()
         best = [0] * len(rows)
         total = 0.0
         order = sorted(range(len(rows)), key=lambda i: max(len(rows[i][0]), len(rows[i][1])))
-        for lo in range(0, len(order), bs):
-            idx = order[lo:lo + bs]
-            left, llen, right, rlen, rel = (t.to(self.device)
-                                            for t in self._batch([rows[i] for i in idx]))
-            logits = model(left, llen, right, rlen)
-            total += F.cross_entropy(logits, rel, reduction="sum").item()
-            for i, y in zip(idx, logits.argmax(-1).tolist(), strict=True):
-                best[i] = y
-        model.train(was)
+        with eval_mode(model):
+            for lo in range(0, len(order), bs):
+                idx = order[lo:lo + bs]
+                left, llen, right, rlen, rel = (t.to(self.device)
+                                                for t in self._batch([rows[i] for i in idx]))
+                logits = model(left, llen, right, rlen)
+                total += F.cross_entropy(logits, rel, reduction="sum").item()
+                for i, y in zip(idx, logits.argmax(-1).tolist(), strict=True):
+                    best[i] = y
         return best, total
 
     def evaluate(self, model: nn.Module, split: str = "valid",
@@ -225,11 +205,11 @@ class LogicTask(Task):
         return Evaluation(scores, "accuracy", higher_is_better=True, size=len(rows),
                           unit="pairs")
 
-    # -------------------------------------------------------------- checkpoint state
-    def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "pos": self.pos}
-
-    def load_state_dict(self, state: dict[str, Any], same_shards: bool = True) -> None:
-        self.epoch, self.pos, self._batches = state["epoch"], state["pos"], None
-        if not same_shards:        # another number of processes: restart the epoch
-            self.pos = 0
+    def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
+                      **options: Any) -> Evaluation:
+        """The pairs at ``path`` (Bowman's format: a file, or a directory of ``test<n>`` files)
+        scored as the test split is (each pair's relation checked as it is read)."""
+        key = f"file:{path}"
+        self._splits[key] = read_split(path, "test", self.spec.max_test_ops)
+        self._encoded.pop(key, None)
+        return self.evaluate(model, key, batch_size)

@@ -78,6 +78,7 @@ class TaggingTask(Task):
     name = "tagging"
     Options = TaggingOptions
     PATH_KEYS = TaggingData.PATH_KEYS
+    DATA_FORMAT = "a directory with seq.in / seq.out [/ label], or a CoNLL file"
     options: TaggingOptions
 
     @classmethod
@@ -241,6 +242,12 @@ class TaggingTask(Task):
         name = self.intents.itos[intent] if intent is not None and self.intents else None
         return Tagged(list(words), self.labels.decode(labels), name)
 
+    def unknown_words(self, words: Sequence[str]) -> list[str]:
+        """The words of an utterance that the run's vocabulary does not hold (as the model
+        reads them: lower-cased with ``data.lowercase``), read as ``<unk>`` by :meth:`tag`."""
+        read = normalise(list(words), self.spec.lowercase)
+        return [words[i] for i in self.words.unknown(read)]
+
     def tag(self, model: nn.Module, utterances: Sequence[Sequence[str]],
             batch_size: int | None = None) -> list[Tagged]:
         """The most likely label of every word (and the intent) of each utterance."""
@@ -269,6 +276,20 @@ class TaggingTask(Task):
         scores["loss"] = total / count if count else math.nan
         return Evaluation(scores, "f1", higher_is_better=True,
                           size=sum(len(u.words) for u in utts), unit="words")
+
+    def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
+                      **options: Any) -> Evaluation:
+        """The utterances at ``path`` (a ``seq.in``/``seq.out``/``label`` directory or a CoNLL
+        file) scored as a split is. Another data set may use labels the run never saw: they
+        stay gold (chunks the model cannot find) and are counted (``unknown_labels``)."""
+        key = f"file:{path}"
+        utts = read_split(path, self.spec.lowercase)
+        self._splits[key] = utts
+        self._encoded.pop(key, None)
+        ev = self.evaluate(model, key, batch_size)
+        ev.details["unknown_labels"] = sum(t not in self.labels.stoi for u in utts
+                                           for t in u.tags)
+        return ev
 
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from treelm.data.parallel import (
     Pairs,
     ParallelData,
     load_pairs,
+    read_stem,
     split_files,
     token_batches,
 )
@@ -119,6 +120,8 @@ class TranslationTask(Task):
     name = "translation"
     Options = TranslationOptions
     PATH_KEYS = ParallelData.PATH_KEYS
+    EVAL_OPTIONS = ("beam", "alpha")
+    DATA_FORMAT = "a file stem STEM: STEM.<src> and STEM.<tgt>, aligned lines, plain or .gz"
     options: TranslationOptions
 
     @classmethod
@@ -133,6 +136,11 @@ class TranslationTask(Task):
         self.spec = ParallelData.parse(cfg.get("data"))
         self.src_tok, self.tgt_tok = tokenizers
         self.src_vocab, self.tgt_vocab = vocabs
+        # a piece model emits only pieces of the run's vocabulary (text.spm), for runs saved
+        # before their vocabulary held every piece too
+        self.src_tok.restrict(self.src_vocab.itos)
+        if self.tgt_tok is not self.src_tok:
+            self.tgt_tok.restrict(self.tgt_vocab.itos)
         self.device, self.seed, self.rank, self.world = device, int(cfg.get("seed", 0)), rank, world
         self._splits: dict[str, Pairs] = {}
         self._encoded: dict[str, list[Pair]] = {}
@@ -160,11 +168,14 @@ class TranslationTask(Task):
             tgt_tok = SentencePieceTokenizer.train(train.tgt, kind, spec.vocab_size)
         src_syms = [src_tok.encode_line(s) for s in train.src]
         tgt_syms = [tgt_tok.encode_line(t) for t in train.tgt]
+        # every character of the piece model too, so that only characters the model does not
+        # know are unknown once the segmenter is restricted to the vocabulary (text.spm)
         if spec.joint:
-            src_vocab = tgt_vocab = Vocab.build(src_syms + tgt_syms, SPECIALS)
+            src_vocab = tgt_vocab = Vocab.build(src_syms + tgt_syms, SPECIALS,
+                                                extra=src_tok.alphabet())
         else:
-            src_vocab, tgt_vocab = Vocab.build(src_syms, SPECIALS), Vocab.build(tgt_syms,
-                                                                                SPECIALS)
+            src_vocab = Vocab.build(src_syms, SPECIALS, extra=src_tok.alphabet())
+            tgt_vocab = Vocab.build(tgt_syms, SPECIALS, extra=tgt_tok.alphabet())
         task = cls(cfg, options, (src_tok, tgt_tok), (src_vocab, tgt_vocab), device, train,
                    rank, world)
         for split in ("valid", "test"):      # bad data fails now, not after an epoch
@@ -392,7 +403,7 @@ class TranslationTask(Task):
         ``eval_beam``."""
         from sacrebleu.metrics import BLEU, CHRF
 
-        if split not in SPLITS:
+        if split not in SPLITS and split not in self._splits:
             raise ValueError(f"unknown split {split!r}")
         pairs = self.split(split)
         hyps = [t.text for t in self.translate(model, pairs.src, beam or self.options.eval_beam,
@@ -412,6 +423,20 @@ class TranslationTask(Task):
                           unit="sentences",
                           details={"bleu_signature": bsig, "chrf_signature": csig},
                           lines=[b.format(signature=bsig), c.format(signature=csig)])
+
+    def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
+                      beam: int | None = None, alpha: float | None = None,
+                      **options: Any) -> Evaluation:
+        """The pairs of ``path``.<src> / ``path``.<tgt> (plain or ``.gz``, checked as a split's
+        files are) translated and scored as :meth:`evaluate` scores a split: the same search
+        and scores; ``unk_tokens`` counts the source symbols read as ``<unk>``."""
+        key = f"file:{path}"
+        pairs = read_stem(path, self.spec)
+        self._splits[key] = pairs
+        self._encoded.pop(key, None)
+        ev = self.evaluate(model, key, batch_size, beam, alpha)
+        ev.details["unk_tokens"] = sum(len(self.unknown_source(s)) for s in pairs.src)
+        return ev
 
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:

@@ -66,6 +66,15 @@ class Tokenizer:
             return "\n"
         return symbol if line_start or not self.sep else self.sep + symbol
 
+    def alphabet(self) -> list[str]:
+        """Symbols a vocabulary built for this tokenizer holds even if the training text never
+        shows them alone (the characters a piece model falls back to); none for the others."""
+        return []
+
+    def restrict(self, vocab: Iterable[str]) -> None:
+        """Emit only symbols of ``vocab`` where the segmentation can (piece models; a no-op for
+        the others, whose symbols do not depend on a vocabulary)."""
+
     def spec(self) -> dict[str, Any]:
         return {"kind": self.kind}
 
@@ -107,7 +116,12 @@ class JiebaTokenizer(Tokenizer):
 
 
 class SentencePieceTokenizer(Tokenizer):
-    """BPE or unigram pieces; ``▁`` marks a piece that starts a word."""
+    """BPE or unigram pieces; ``▁`` marks a piece that starts a word.
+
+    A run restricts its segmenter to its vocabulary (:meth:`restrict`, :mod:`treelm.text.spm`):
+    a piece the model holds but the vocabulary never took in (a merge that training text always
+    merged further) is split back into vocabulary pieces, so only characters the model itself
+    does not know remain unknown. The saved model bytes stay the unrestricted ones."""
 
     level, sep = "piece", ""
 
@@ -135,6 +149,18 @@ class SentencePieceTokenizer(Tokenizer):
             raise TreelmError(f"sentencepiece {kind} training failed: "
                               f"{str(e).strip().splitlines()[-1]}") from None
         return cls(kind, buf.getvalue())
+
+    def alphabet(self) -> list[str]:
+        from treelm.text.spm import single_characters
+
+        return single_characters(self._model)
+
+    def restrict(self, vocab: Iterable[str]) -> None:
+        import sentencepiece as spm
+
+        from treelm.text.spm import restrict
+
+        self.sp = spm.SentencePieceProcessor(model_proto=restrict(self._model, set(vocab)))
 
     def encode_line(self, line: str) -> list[str]:
         return self.sp.encode(line, out_type=str)

@@ -47,7 +47,10 @@ class Vocab:
 
     @classmethod
     def build(cls, streams: Iterable[Iterable[str]], specials: Sequence[str] = LM_SPECIALS,
-              min_count: int = 1) -> Vocab:
+              min_count: int = 1, extra: Iterable[str] = ()) -> Vocab:
+        """Specials, then the symbols of ``streams`` seen ``min_count`` times or more, then the
+        ``extra`` symbols not already in (a piece model's characters: see
+        :meth:`~treelm.text.tokenizers.Tokenizer.alphabet`), in their order."""
         counts: Counter[str] = Counter()
         for s in streams:
             counts.update(s)
@@ -55,7 +58,9 @@ class Vocab:
             counts.pop(special, None)
         body = sorted((w for w, c in counts.items() if c >= min_count),
                       key=lambda w: (-counts[w], w))
-        return cls([*specials, *body], specials)
+        seen = {*specials, *body}
+        tail = [w for w in dict.fromkeys(extra) if w not in seen]
+        return cls([*specials, *body, *tail], specials)
 
     def __len__(self) -> int:
         return len(self.itos)

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from treelm.data.treebank import NLTK_NAMES
 from treelm.errors import ConfigError
 from treelm.models import build_model
 from treelm.rundir.files import RunFiles
@@ -33,13 +34,20 @@ def train_sections(cfg: dict[str, Any]) -> tuple[TrainConfig, type[Task], TaskOp
 
 
 def absolute_data_paths(cfg: dict[str, Any], cls: type[Task]) -> dict[str, Any]:
-    """``cfg`` with the task's data file paths made absolute (read relative to the current
-    directory, as typed), so the saved config works from anywhere."""
+    """``cfg`` with the task's data file paths and a ``train.eval_parse.treebank`` path made
+    absolute (read relative to the current directory, as typed), so the saved config works from
+    anywhere."""
     data = dict(cfg.get("data") or {})
     for k in cls.PATH_KEYS:
         if isinstance(data.get(k), str):
             data[k] = str(Path(data[k]).expanduser().absolute())
-    return {**cfg, "data": data} if cfg.get("data") is not None else cfg
+    cfg = {**cfg, "data": data} if cfg.get("data") is not None else cfg
+    parse = (cfg.get("train") or {}).get("eval_parse")
+    if isinstance(parse, dict) and isinstance(parse.get("treebank"), str) and \
+            parse["treebank"] not in NLTK_NAMES:
+        parse = {**parse, "treebank": str(Path(parse["treebank"]).expanduser().absolute())}
+        cfg = {**cfg, "train": {**cfg["train"], "eval_parse": parse}}
+    return cfg
 
 
 def build_task(cfg: dict[str, Any], cls: type[Task], options: TaskOptions,

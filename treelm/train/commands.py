@@ -62,22 +62,43 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
 
 EVAL_EPILOG = """examples:
   treelm eval runs/onlstm --split test
-  treelm eval runs/onlstm --split test --batch-size 1 --checkpoint last
-  treelm eval runs/de-en --split test > test-bleu.json   # translation: sacreBLEU lines, JSON
+  treelm eval runs/onlstm --data other-test.txt              # a text file (language model)
+  treelm eval runs/atis-elman --data ../snips/test           # seq.in/seq.out/label, or CoNLL
+  treelm eval runs/logic --data bowman/test                  # Bowman's test0 … test12 files
+  treelm eval runs/de-en --data newtest --beam 5 --alpha 0.6 # newtest.de / newtest.en
 """
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    import math
+
     from treelm.run import open_run
 
     if args.batch_size is not None and args.batch_size < 1:
         raise TreelmError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.data is not None and args.split is not None:
+        raise TreelmError("--data scores a file instead of a split; drop --split")
+    if args.beam is not None and args.beam < 1:
+        raise TreelmError(f"--beam must be >= 1, got {args.beam}")
+    if args.alpha is not None and not (math.isfinite(args.alpha) and args.alpha >= 0):
+        raise TreelmError(f"--alpha must be a finite number >= 0, got {args.alpha}")
+    search = {k: v for k in ("beam", "alpha") if (v := getattr(args, k)) is not None}
     r = open_run(args)
-    ev = r.task.evaluate(r.model, args.split, args.batch_size)
+    unsupported = [f"--{k}" for k in search if k not in r.task.EVAL_OPTIONS]
+    if unsupported:
+        raise TreelmError(f"{' and '.join(unsupported)}: a {r.task.name} run has no search; "
+                          "these options apply to translation runs")
+    if args.data is not None:
+        ev = r.task.evaluate_file(r.model, args.data, args.batch_size, **search)
+        where = {"data": args.data}
+    else:
+        split = args.split or "valid"
+        ev = r.task.evaluate(r.model, split, args.batch_size, **search)
+        where = {"split": split}
     scores = {k: round(v, 5 if k == "loss" else 4) for k, v in ev.scores.items()}
     for line in ev.lines:        # the task's own report (e.g. sacreBLEU's line and signature)
         print(line)
-    print(json.dumps({"run": str(r.path), "split": args.split, "checkpoint": args.checkpoint,
+    print(json.dumps({"run": str(r.path), **where, "checkpoint": args.checkpoint, **search,
                       ev.unit: ev.size, **scores, **ev.details}, ensure_ascii=False))
     return 0
 
@@ -85,16 +106,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def add_eval(sub: Any) -> argparse.ArgumentParser:
     from treelm.run import add_run_options
 
-    e = sub.add_parser("eval", help="score a trained run on a split (perplexity, bits/char, ...)",
-                       description="Evaluate a run's best checkpoint on a split and print JSON "
+    e = sub.add_parser("eval", help="score a trained run on a split or a data file (perplexity, "
+                       "bits/char, F1, accuracy, BLEU)",
+                       description="Evaluate a run's best checkpoint on a split of its config, "
+                       "or on any data in the task's own format (--data), and print JSON "
                        "with the task's scores: perplexity for word models, bits per character "
-                       "for character models, chunk F1 for slot filling, BLEU and chrF for "
-                       "translation (after sacreBLEU's lines with their signatures).",
-                       epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       "for character models, chunk F1 for slot filling, accuracy for logic, "
+                       "BLEU and chrF for translation (after sacreBLEU's lines with their "
+                       "signatures). --data reads: a text file (language model); a directory "
+                       "with seq.in/seq.out[/label] or a CoNLL file (tagging); Bowman's "
+                       "relation<TAB>formula<TAB>formula file or his directory of test<n> files "
+                       "(logic); a file stem STEM with STEM.<src> and STEM.<tgt>, plain or .gz "
+                       "(translation).", epilog=EVAL_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     e.add_argument("run_dir")
-    e.add_argument("--split", choices=["valid", "test"], default="valid")
+    e.add_argument("--split", choices=["valid", "test"],
+                   help="a split of the run's config (default valid)")
+    e.add_argument("--data", metavar="PATH", help="score this data instead of a split, in the "
+                   "task's own format (see above)")
     e.add_argument("--batch-size", type=int, help="default: the config's eval/test batch size "
                    "(translation: sentences per decoding batch)")
+    e.add_argument("--beam", type=int, help="translation: beam size, 1 = greedy (default: the "
+                   "config's eval_beam)")
+    e.add_argument("--alpha", type=float, help="translation: length penalty α (default: the "
+                   "config's)")
     add_run_options(e)
     e.set_defaults(func=cmd_eval)
     return e

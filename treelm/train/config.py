@@ -1,9 +1,9 @@
 """The loop's part of the ``train:`` section (the task's own keys, such as batch sizes and
-``bptt``, are its ``Options``: :mod:`treelm.tasks`)."""
+``bptt``, are its ``Options``: :mod:`treelm.tasks`), and its sub-section ``train.eval_parse``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from treelm.config import parse_section
@@ -11,6 +11,37 @@ from treelm.errors import ConfigError
 from treelm.kernels.precision import PRECISIONS
 
 SCHEDULES = ("constant", "plateau", "linear_time", "linear_units")
+TREE_RULES = ("official", "split")
+
+
+@dataclass
+class EvalParse:
+    """``train.eval_parse``: sentence F1 of the trees of every ON-LSTM layer, under each tree rule,
+    on a treebank at every validation, logged as ``parse_f1/<rule>/L<k>`` beside the validation
+    scores (:mod:`treelm.syntax.tracking`); never used to choose a checkpoint."""
+
+    treebank: str = "nltk-dev"       # nltk-dev | nltk-test | nltk | a .mrg file, directory, glob
+    layers: list[int] | str = "all"  # 1-based ON-LSTM layers, or all
+    rules: list[str] = field(default_factory=lambda: list(TREE_RULES))   # official | split
+    max_len: int | None = None       # sentences of at most this many words (None: all)
+    max_sentences: int | None = None     # the first N sentences (None: all)
+    batch_size: int = 256            # sentences per forward pass
+
+    RULES: ClassVar[dict[str, Any]] = {"max_len": ">= 1", "max_sentences": ">= 1",
+                                       "batch_size": ">= 1"}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> EvalParse:
+        ep = parse_section(cls, d, "train.eval_parse")
+        layers = ep.layers
+        if not (layers == "all" or (isinstance(layers, list) and layers and all(
+                isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in layers))):
+            raise ConfigError(f"train.eval_parse.layers = {layers!r}: expected all or a list of "
+                              f"layer numbers >= 1, e.g. [2]")
+        if not ep.rules or any(r not in TREE_RULES for r in ep.rules):
+            raise ConfigError(f"train.eval_parse.rules = {ep.rules!r}: expected a list of "
+                              f"{' and '.join(TREE_RULES)}, e.g. [official]")
+        return ep
 
 
 @dataclass
@@ -43,6 +74,7 @@ class TrainConfig:
     precision: str = "auto"          # fp32 | bf16 | auto: bf16 mixed precision where this
                                      # machine multiplies bfloat16 natively (measured once)
     max_units: int | None = None     # stop after this many training units (tokens, examples)
+    eval_parse: EvalParse | None = None  # tree F1 at every validation (EvalParse's keys)
 
     RULES: ClassVar[dict[str, Any]] = {
         "optimizer": ("sgd", "ntasgd", "adam"), "lr": "> 0", "weight_decay": ">= 0",
@@ -57,6 +89,8 @@ class TrainConfig:
     def from_dict(cls, d: dict[str, Any] | None, others: tuple[str, ...] = ()) -> TrainConfig:
         """``others``: keys of the section that belong to the task."""
         tc = parse_section(cls, d, "train", others)
+        if tc.eval_parse is not None:
+            tc.eval_parse = EvalParse.from_dict(tc.eval_parse)  # type: ignore[arg-type]
         if tc.lr_schedule == "linear_time" and not tc.max_minutes:
             raise ConfigError("train.lr_schedule = 'linear_time' needs train.max_minutes")
         if tc.lr_schedule == "linear_units" and not tc.max_units:

@@ -9,7 +9,9 @@ loop's state (:class:`LoopState`, saved and restored whole), the task's state (i
 epoch and what it carries between batches), the optimiser and every RNG state.
 
 The loop knows nothing of the data: a batch goes to ``task.loss``, scores come from
-``task.evaluate`` (:class:`treelm.tasks.base.Task`).
+``task.evaluate`` (:class:`treelm.tasks.base.Task`). With ``train.eval_parse`` a language model's
+trees are scored too at every validation (:mod:`treelm.syntax.tracking`), logged beside the
+scores and never used to choose a checkpoint.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class Trainer:
         if self.dist.enabled:
             self.net = nn.parallel.DistributedDataParallel(self.model)
         self.optimizer, self.averager = build_optimizer(self.tc, self.model)
+        self.trees, self.tree_f1 = self._tree_tracker(task_cls.name), {}
         self.s = LoopState(base_lr=self.tc.lr)
         self.metrics = MetricsLog(files)
         if resume:
@@ -102,6 +105,22 @@ class Trainer:
         else:
             self.choice = self._choose_precision(resumed=False)
             self._start()       # its step-0 checkpoint records the precision
+
+    def _tree_tracker(self, task: str) -> Any:
+        """The tree scorer of ``train.eval_parse`` (main process only), the treebank read now:
+        a missing one stops the run here, before anything is written."""
+        ep = self.tc.eval_parse
+        if ep is None:
+            return None
+        if task != "lm":
+            raise TreelmError(f"train.eval_parse scores a language model's trees; this is a "
+                              f"{task!r} run (drop train.eval_parse)")
+        if not self.dist.main:
+            return None
+        from treelm.syntax.tracking import ParseTracker
+
+        return ParseTracker(ep.treebank, self.model, ep.layers, ep.rules, ep.max_len,
+                            ep.max_sentences, ep.batch_size)
 
     def _start(self) -> None:
         """Make the run directory with its config, tables and a step-0 checkpoint, so that a
@@ -228,10 +247,15 @@ class Trainer:
     def validate(self) -> Evaluation:
         self.averager.swap()
         try:
-            with self.autocast():
+            with self.autocast():   # the trees in the precision eval-parse reads this run in
                 ev = self.task.evaluate(self.model, "valid")
+                if self.trees is not None:      # logged with the scores by the "valid" event
+                    self.tree_f1 = self.trees.scores(
+                        self.model, self.task.vocab)  # type: ignore[attr-defined]
         finally:
             self.averager.swap()
+        if self.trees is not None:
+            self.say(f"  tree F1 on {self.trees.treebank}: {self.trees.describe(self.tree_f1)}")
         return ev
 
     def _tick(self) -> float:
@@ -293,7 +317,7 @@ class Trainer:
                 self.say("treelm: validating once before training: its time budgets the final "
                          "validation inside train.max_minutes")
                 ev = self._validate()
-                self.event("valid", **ev.scores, initial=True)
+                self.event("valid", **ev.scores, **self.tree_f1, initial=True)
                 self.say(f"  {_scores(ev, 'valid')} at step {s.step} "
                          f"({s.valid_seconds:.1f} s)")
                 if D.any_rank(self.out_of_time(), self.dist):
@@ -345,7 +369,7 @@ class Trainer:
                          if s.valid_seconds else "treelm: final validation")
                 ev = self._validate()
                 improved = self._improved(ev)
-                self.event("valid", **ev.scores, budget_end=True)
+                self.event("valid", **ev.scores, **self.tree_f1, budget_end=True)
                 self.say(f"| {self._spent()} | {_scores(ev, 'valid')}")
                 self.save(best=improved)
                 return stop
@@ -361,8 +385,8 @@ class Trainer:
                 self.say("treelm: switching to averaged SGD (NT-ASGD)")
                 self.event("asgd_start")
             tr_loss = s.epoch_loss / max(1, s.epoch_units)
-            self.event("valid", **ev.scores, train_loss=tr_loss, lr=self.lr_now(),
-                       epoch_end=True)
+            self.event("valid", **ev.scores, **self.tree_f1, train_loss=tr_loss,
+                       lr=self.lr_now(), epoch_end=True)
             train_txt = " | ".join(f"train {k} {v:8.2f}" for k, v in
                                    self.task.train_scores(tr_loss).items()) or \
                 f"train loss {tr_loss:.4f}"
@@ -437,7 +461,7 @@ class Trainer:
                 if tc.eval_every_minutes and (s.elapsed - s.last_eval
                                               >= 60 * tc.eval_every_minutes):
                     ev = self._validate()
-                    self.event("valid", **ev.scores)
+                    self.event("valid", **ev.scores, **self.tree_f1)
                     self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
                     s.last_eval = s.elapsed
                 if D.any_rank(self.stop.signal is not None, self.dist):

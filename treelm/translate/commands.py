@@ -7,7 +7,7 @@ from typing import Any
 
 from treelm.errors import IMAGE_SUFFIXES, check_output
 from treelm.run import add_run_options
-from treelm.text.vocab import UNK_POLICIES
+from treelm.text.inputs import add_unk_option
 
 TRANSLATE_EPILOG = """examples:
   echo "Ein Mann fährt Fahrrad." | treelm translate runs/multi30k-rnn-attn
@@ -18,15 +18,16 @@ TRANSLATE_EPILOG = """examples:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from treelm.run import open_run
-    from treelm.translate.stream import check_options, read_input, translate_stream
+    from treelm.text.inputs import input_lines, source_name
+    from treelm.translate.stream import check_options, translate_stream
 
     check_options(args.beam, args.batch_size, args.alpha)
     if args.plot_attention:
         check_output(args.plot_attention, IMAGE_SUFFIXES, "attention plot")
-    lines = read_input(args.input)          # a file whole; stdin as it comes
+    lines = input_lines(args.input)          # a file whole; stdin as it comes
     r = open_run(args, expect="translation")
     translate_stream(r.task, r.model, lines, args.beam, args.alpha, args.batch_size,
-                     args.plot_attention, args.unk)
+                     args.plot_attention, args.unk, source_name(args.input))
     return 0
 
 
@@ -34,7 +35,8 @@ def add_translate(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate sentences with a trained translation run",
                        description="Read sentences (one a line, plain text) from --input or "
                        "stdin and print one translation a line, in the input's order (an empty "
-                       "line gives an empty line); progress on stderr for a file.",
+                       "line gives an empty line; input without any text is an error); "
+                       "progress on stderr for a file.",
                        epilog=TRANSLATE_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir")
@@ -44,9 +46,7 @@ def add_translate(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="sentences per batch (default: the config's)")
     p.add_argument("--plot-attention", metavar="PNG",
                    help="draw the first sentence's attention (one panel per decoder layer)")
-    p.add_argument("--unk", choices=UNK_POLICIES, default="error",
-                   help="a source character (or word) the run never saw: error (default; one "
-                   "line naming the input line) or map (read as <unk>, counted on stderr)")
+    add_unk_option(p, "source symbol (a character the piece model never saw, or a word)")
     add_run_options(p)
     p.set_defaults(func=cmd_translate)
     return p

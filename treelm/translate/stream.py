@@ -2,21 +2,23 @@
 
 Input is plain UTF-8 text, one sentence a line, from a file (read whole: a tqdm bar on stderr
 counts the sentences done) or from stdin (translated as it comes: a terminal line by line, a pipe
-in chunks, so a long pipe starts printing before it ends). Lines are translated in chunks of
-``CHUNK`` batches, sorted by length inside the chunk by the task, and printed in input order, each
-flushed; an empty line prints an empty line, so the output stays aligned with the input.
+in chunks, so a long pipe starts printing before it ends), read, checked and refused when empty by
+:mod:`treelm.text.inputs`, which also holds the policy for unknown source symbols. Lines are
+translated in chunks of ``CHUNK`` batches, sorted by length inside the chunk by the task, and
+printed in input order, each flushed; an empty line prints an empty line, so the output stays
+aligned with the input.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import islice
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from treelm.errors import TreelmError
+from treelm.text.inputs import UnknownSymbols
 
 if TYPE_CHECKING:  # torch and the tasks load only when a command runs
     from torch import nn
@@ -35,48 +37,21 @@ def check_options(beam: int, batch_size: int | None, alpha: float | None) -> Non
         raise TreelmError(f"--alpha must be a finite number >= 0, got {alpha}")
 
 
-def read_file(path: str) -> list[str]:
-    """The lines of a UTF-8 file; one-line errors naming the file (and the line)."""
-    p = Path(path)
-    if not p.is_file():
-        raise TreelmError(f"{path}: no such file")
-    raw = p.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise TreelmError(f"{path}:{line}: not UTF-8 text ({e.reason})") from None
-    return text.splitlines()
-
-
-def read_input(path: str | None) -> list[str] | Iterator[str]:
-    """A file's lines, or stdin's lines as they come."""
-    if path is not None:
-        return read_file(path)
-    return (line.rstrip("\r\n") for line in sys.stdin)
-
-
-def check_unknown(task: TranslationTask, block: list[str], first_line: int, unk: str,
-                  seen: dict[str, int]) -> None:
+def check_unknown(task: TranslationTask, block: list[str], first_line: int,
+                  policy: UnknownSymbols, source: str) -> None:
     """Source symbols outside the run's vocabulary in ``block`` (line numbers from
-    ``first_line``): ``unk="error"`` stops at the first with a one-line error naming the line;
-    ``"map"`` counts them in ``seen`` (they are read as ``<unk>``)."""
+    ``first_line`` of ``source``) follow ``policy`` (:mod:`treelm.text.inputs`)."""
     for n, line in enumerate(block, first_line):
-        unknown = task.unknown_source(line)
-        if unknown and unk == "error":
-            shown = ", ".join(repr(u) for u in dict.fromkeys(unknown))
-            raise TreelmError(f"input line {n}: {shown} not known to the run's source "
-                              "vocabulary; --unk map reads such symbols as <unk>")
-        for u in unknown:
-            seen[u] = seen.get(u, 0) + 1
+        policy.check(task.unknown_source(line), f"{source}:{n}")
 
 
 def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[str], beam: int,
                      alpha: float | None, batch_size: int | None,
-                     plot: str | None = None, unk: str = "error") -> None:
-    """Translate ``lines`` and print one translation a line as soon as its chunk is done;
-    with ``plot``, draw the first sentence's attention there. Source symbols outside the
-    vocabulary follow ``unk`` (:func:`check_unknown`); mapped ones are counted on stderr."""
+                     plot: str | None = None, unk: str = "map", source: str = "stdin") -> None:
+    """Translate ``lines`` (of ``source``, for messages) and print one translation a line as
+    soon as its chunk is done; with ``plot``, draw the first sentence's attention there. Source
+    symbols outside the vocabulary follow ``unk`` (:mod:`treelm.text.inputs`); mapped ones are
+    counted on stderr."""
     bs = batch_size or task.options.eval_batch_size
     interactive = not isinstance(lines, list) and sys.stdin.isatty()
     chunk = 1 if interactive else bs * CHUNK
@@ -88,9 +63,9 @@ def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[st
     it = iter(lines)
     first = None
     done = 0
-    seen: dict[str, int] = {}
+    policy = UnknownSymbols(unk, "the run's source vocabulary")
     while block := list(islice(it, chunk)):
-        check_unknown(task, block, done + 1, unk, seen)
+        check_unknown(task, block, done + 1, policy, source)
         done += len(block)
         for t in task.translate(model, block, beam, alpha, bs):
             if first is None:
@@ -100,10 +75,7 @@ def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[st
             bar.update(len(block))
     if bar is not None:
         bar.close()
-    if seen:
-        shown = ", ".join(repr(u) for u in list(seen)[:10]) + (", …" if len(seen) > 10 else "")
-        print(f"treelm: {sum(seen.values())} source symbol(s) outside the vocabulary read as "
-              f"<unk>: {shown}", file=sys.stderr, flush=True)
+    policy.report()
     if plot and first is not None:
         from treelm.translate.plot import plot_attention
 

@@ -1,0 +1,346 @@
+"""The tree result over seeds: ON-LSTM trees against right-branching and the rule control, with the
+paper's master input gate and the symmetric one (issue 24).
+
+    NLTK_DATA=../shared/data/nltk_data python benchmarks/trees.py --minutes 600 \
+        [--seeds 3] [--gates paper symmetric] [--config configs/ptb-onlstm-cpu.yaml] \
+        [--runs runs/trees] [--out FILE.json] [--precision P] [key=value ...]
+
+Trains ``--config`` once per gate (``model.cell_options.master_input``) and seed (``seed=1..N``)
+for ``--minutes`` each, with ``train.eval_parse`` scoring every layer's trees under both tree rules
+on ``--dev`` (``nltk-dev``) at every validation, so that each run's metrics hold the F1 against
+the tokens seen. Checkpoints are chosen on the validation loss alone. For each finished run the
+best checkpoint's layers are scored on ``--dev`` (all lengths) and ``--test`` (``nltk-test``, all
+lengths and at most 10 words) under both rules, the exact reports ``treelm eval-parse RUN
+--treebank T --style R [--max-len 10]`` prints (:func:`treelm.syntax.report.parsing_report`).
+
+The summary, recomputed whenever a run is added: per gate and rule the layer with the best mean
+sentence F1 over the seeds on ``--dev`` (the test set chooses nothing), its test F1 at all
+lengths and at <= 10 words as mean ± sample std over seeds, the validation perplexity of the
+same runs; the baselines on the same sentences (left-, right-branching, balanced, random trees and
+the rule control, random levels through each rule: :mod:`treelm.syntax.baselines`); the best
+configuration (gate with the best dev F1 under the official rule) against right-branching on
+test; and, per run and layer, the tokens seen when its F1 on ``--dev`` first exceeded
+right-branching there.
+
+Resumable, for a study of several days: a run directory per (gate, seed) under ``--runs``; a rerun
+skips finished runs, continues a killed one with ``treelm train --resume`` and starts the rest.
+Each run is added to the record (``benchmarks/results/trees-<YYYYMMDD>.json``, the date of the
+study's first day: a rerun finds the record of its ``--runs`` there; or ``--out``) as soon as it
+is scored. ``python benchmarks/report.py`` renders ``docs/syntax-results.md`` from the newest
+record. Run alone on the machine: the budget is wall-clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from common import RESULTS, command_line, machine_info, result_path, write_result  # noqa: E402
+
+GATES = ("paper", "symmetric")
+RULES = ("official", "split")
+#: The baselines scored beside the runs, in table order.
+BASELINES = ("right_branching", "left_branching", "balanced", "random",
+             "random_levels_official", "random_levels_split")
+#: Keys a study keeps across reruns: a rerun with other values would mix two studies.
+STUDY_KEYS = ("config", "minutes", "dev", "test", "precision", "overrides", "eval_every")
+EXAMPLE_WORDS = 12      # the drawn test sentence: the first whose length is nearest to this
+
+
+class StudyError(Exception):
+    """A problem with the arguments or the record; printed as one line."""
+
+
+# ----------------------------------------------------------------------------- arguments
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, required=True, help="wall-time budget per run")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds 1..N per gate (default 3)")
+    ap.add_argument("--gates", nargs="+", choices=GATES, default=list(GATES),
+                    help="master input gates (model.cell_options.master_input)")
+    ap.add_argument("--config", default="configs/ptb-onlstm-cpu.yaml", help="YAML config")
+    ap.add_argument("--runs", type=Path, default=Path("runs/trees"),
+                    help="run directories, one per gate and seed (default runs/trees)")
+    ap.add_argument("--out", type=Path, help="the record (default: this study's record in "
+                    "benchmarks/results/, or trees-<today>.json)")
+    ap.add_argument("--dev", default="nltk-dev",
+                    help="treebank the layer is chosen on, scored during training (nltk-dev)")
+    ap.add_argument("--test", default="nltk-test", help="treebank reported on (nltk-test)")
+    ap.add_argument("--precision", help="train.precision=P for every run (only when given)")
+    ap.add_argument("--eval-every", type=float,
+                    help="train.eval_every_minutes (default: the config's)")
+    ap.add_argument("--baseline-seeds", type=int, default=5,
+                    help="seeds of random trees and of the rule control (default 5)")
+    ap.add_argument("--threads", type=int, help="torch threads for the scoring (default: torch's)")
+    ap.add_argument("overrides", nargs="*", metavar="key=value",
+                    help="config overrides for every run (e.g. data.file=... for a tiny run)")
+    args = ap.parse_args(argv)
+    if args.minutes <= 0 or args.seeds < 1 or args.baseline_seeds < 1:
+        raise StudyError("--minutes must be > 0, --seeds and --baseline-seeds >= 1")
+    args.command = command_line() if argv is None else shlex.join(
+        ["python", "benchmarks/trees.py", *argv])
+    return args
+
+
+def study_settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {"config": args.config, "minutes": args.minutes, "dev": args.dev, "test": args.test,
+            "precision": args.precision, "overrides": list(args.overrides),
+            "eval_every": args.eval_every}
+
+
+# ----------------------------------------------------------------------------- the record
+def find_record(runs: Path, results: Path = RESULTS) -> Path | None:
+    """The newest record in ``results`` of the study whose runs are in ``runs``."""
+    for path in sorted(results.glob("trees-*.json"), reverse=True):
+        try:
+            if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == str(
+                    runs.resolve()):
+                return path
+        except (OSError, json.JSONDecodeError):
+            continue
+    return None
+
+
+def load_record(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The record at ``path`` if it exists, refused when it holds another study."""
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text(encoding="utf-8"))
+    study = old.get("study", {})
+    differ = [f"{k}={study.get(k)!r}" for k in STUDY_KEYS if study.get(k) != settings[k]]
+    if differ:
+        raise StudyError(f"{path} holds another study ({', '.join(differ)}); give another --out "
+                         f"or --runs")
+    return old
+
+
+# ----------------------------------------------------------------------------- training
+def train_command(args: argparse.Namespace, run: Path, gate: str, seed: int) -> list[str]:
+    """``treelm train`` for a new run, or ``--resume`` for a killed one."""
+    from treelm.rundir.files import RunFiles
+
+    base = [sys.executable, "-m", "treelm.cli", "train"]
+    if RunFiles(run).pointer.exists():
+        return [*base, "--resume", str(run)]
+    parse = f"{{treebank: {args.dev}, layers: all, rules: [{', '.join(RULES)}]}}"
+    overrides = [f"seed={seed}", f"model.cell_options.master_input={gate}",
+                 f"train.max_minutes={args.minutes}", "train.epochs=1000000",
+                 f"train.eval_parse={parse}", *args.overrides]
+    if args.eval_every is not None:
+        overrides.append(f"train.eval_every_minutes={args.eval_every}")
+    if args.precision is not None:
+        overrides.append(f"train.precision={args.precision}")
+    config = Path(args.config) if Path(args.config).exists() else ROOT / args.config
+    return [*base, "--config", str(config), "--out", str(run), "--force", *overrides]
+
+
+def run_command(cmd: list[str]) -> int:
+    """Run one training to its end (a test replaces this to see the commands)."""
+    return subprocess.run(cmd).returncode
+
+
+def finished(run: Path) -> bool:
+    from treelm.rundir.files import RunFiles, read_metrics
+
+    return RunFiles(run).metrics.exists() and bool(read_metrics(run, "done"))
+
+
+def train(args: argparse.Namespace, run: Path, gate: str, seed: int) -> None:
+    cmd = train_command(args, run, gate, seed)
+    print("+", shlex.join(["treelm", *cmd[4:]]), file=sys.stderr, flush=True)
+    code = run_command(cmd)
+    if code == 130:
+        raise StudyError(f"{run}: training interrupted; rerun the same command to continue")
+    if code != 0 or not finished(run):
+        raise StudyError(f"{run}: training failed (exit {code}); rerun the same command to "
+                         f"continue it")
+
+
+# ----------------------------------------------------------------------------- scoring
+def _f1s(report: dict[str, Any]) -> dict[str, dict[str, float]]:
+    return {k: {"sentence_f1": v["sentence_f1"], "corpus_f1": v["corpus_f1"]}
+            for k, v in report["layers"].items()}
+
+
+def score_baselines(args: argparse.Namespace) -> dict[str, Any]:
+    """The baselines on the dev sentences (all lengths) and on test (all, <= 10 words)."""
+    from treelm.syntax.report import parsing_report
+
+    out = {}
+    for name, treebank, max_len in (("dev", args.dev, None), ("test", args.test, None),
+                                    ("test_10", args.test, 10)):
+        rep = parsing_report(treebank, max_len, baselines=BASELINES,
+                             seeds=range(args.baseline_seeds))
+        out[name] = {"n_sentences": rep["n_sentences"], "n_words": rep["n_words"],
+                     "baselines": {b: {"sentence_f1": r["sentence_f1"],
+                                       "corpus_f1": r["corpus_f1"]}
+                                   for b, r in rep["baselines"].items()}}
+    return out
+
+
+def example_sentence(treebank: str) -> dict[str, Any]:
+    """The drawn test sentence: the first whose length is nearest to :data:`EXAMPLE_WORDS`."""
+    from treelm.syntax.report import load_golds
+
+    golds = load_golds(treebank)
+    i = min(range(len(golds)), key=lambda j: (abs(len(golds[j].words) - EXAMPLE_WORDS), j))
+    return {"choice": f"the first sentence of {treebank} whose length is nearest to "
+                      f"{EXAMPLE_WORDS} words", "source": golds[i].source,
+            "words": golds[i].words, "gold": golds[i].tree}
+
+
+def curve(run: Path) -> list[dict[str, float]]:
+    """The validations of a run: tokens, minutes, perplexity and the logged tree F1."""
+    from treelm.rundir.files import read_metrics
+
+    return [{"tokens": v["tokens"], "minutes": round(v["elapsed"] / 60, 3), "ppl": v.get("ppl"),
+             **{k.removeprefix("parse_f1/"): v[k] for k in v if k.startswith("parse_f1/")}}
+            for v in read_metrics(run, "valid")]
+
+
+def score_run(args: argparse.Namespace, run: Path, gate: str, seed: int,
+              example: dict[str, Any]) -> dict[str, Any]:
+    """A finished run: its best checkpoint scored on dev and test under both rules, its
+    validation curve, and its trees of the example sentence."""
+    from treelm.run import load_run
+    from treelm.rundir.files import read_metrics
+    from treelm.syntax.levels import sentence_levels
+    from treelm.syntax.report import parsing_report
+
+    r = load_run(run, "best", expect="lm")
+    done = read_metrics(run, "done")[-1]
+    scores: dict[str, Any] = {}
+    for rule in RULES:
+        for name, treebank, max_len in (("dev", args.dev, None), ("test", args.test, None),
+                                        ("test_10", args.test, 10)):
+            rep = parsing_report(treebank, max_len, run=r, style=rule, baselines=())
+            scores.setdefault(rule, {})[name] = _f1s(rep)
+            scores[rule]["oov_" + name] = rep["oov_words"] / max(rep["n_words"], 1)
+    (lv,) = sentence_levels(r.model, r.vocab, [example["words"]])
+    trees = {rule: {str(k): lv.tree(k, rule) for k in lv.layers} for rule in RULES}
+    return {"gate": gate, "seed": seed, "run_dir": str(run), "checkpoint": "best",
+            "tokens": done["tokens"], "minutes": round(done["elapsed"] / 60, 3),
+            "epochs": done.get("epochs"), "precision": done.get("precision"),
+            "best_valid_ppl": done.get("best_valid_ppl"),
+            "best_valid_loss": done.get("best_valid_loss"), "scores": scores,
+            "curve": curve(run), "example_trees": trees, "machine": machine_info()}
+
+
+# ----------------------------------------------------------------------------- summary
+def mean_std(values: Sequence[float]) -> dict[str, Any]:
+    vals = [float(v) for v in values]
+    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1
+            else 0.0, "n": len(vals), "runs": vals}
+
+
+def _rb(baselines: dict[str, Any], part: str) -> float:
+    return baselines[part]["baselines"]["right_branching"]["sentence_f1"]
+
+
+def summarize(runs: dict[str, Any], baselines: dict[str, Any]) -> dict[str, Any]:
+    """Layer choice on dev, test figures over seeds, the best configuration, the crossings."""
+    configs: dict[str, Any] = {}
+    for gate in GATES:
+        mine = sorted((r for r in runs.values() if r["gate"] == gate), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        layers = sorted(mine[0]["scores"][RULES[0]]["dev"], key=int)
+        entry: dict[str, Any] = {"seeds": [r["seed"] for r in mine],
+                                 "valid_ppl": mean_std([r["best_valid_ppl"] for r in mine]),
+                                 "tokens": mean_std([r["tokens"] for r in mine]), "rules": {}}
+        for rule in RULES:
+            dev = {k: mean_std([r["scores"][rule]["dev"][k]["sentence_f1"] for r in mine])
+                   for k in layers}
+            best = max(layers, key=lambda k: (dev[k]["mean"], -int(k)))
+            entry["rules"][rule] = {
+                "layer": int(best), "dev_by_layer": {k: v["mean"] for k, v in dev.items()},
+                "dev": dev[best],
+                **{part: mean_std([r["scores"][rule][part][best]["sentence_f1"] for r in mine])
+                   for part in ("test", "test_10")},
+                **{f"{part}_corpus": mean_std([r["scores"][rule][part][best]["corpus_f1"]
+                                               for r in mine]) for part in ("test", "test_10")}}
+        configs[gate] = entry
+    summary: dict[str, Any] = {
+        "layer_choice": "per gate and rule, the layer with the best mean sentence F1 over the "
+                        "seeds on the dev treebank (best checkpoints, all lengths)",
+        "configs": configs}
+    if configs:
+        gate = max(configs, key=lambda g: configs[g]["rules"]["official"]["dev"]["mean"])
+        best = configs[gate]["rules"]["official"]
+        rb = _rb(baselines, "test")
+        summary["best"] = {"gate": gate, "rule": "official", "layer": best["layer"],
+                           "test": best["test"], "right_branching_test": rb,
+                           "beats_right_branching": best["test"]["mean"] > rb,
+                           "margin": best["test"]["mean"] - rb}
+    rb_dev = _rb(baselines, "dev")
+    summary["crossings"] = {
+        f"{r['gate']}/{r['seed']}": {key: next((p["tokens"] for p in r["curve"]
+                                                 if p.get(key, 0.0) > rb_dev), None)
+                                      for key in sorted({k for p in r["curve"] for k in p
+                                                         if "/L" in k})}
+        for r in sorted(runs.values(), key=lambda r: (r["gate"], r["seed"]))}
+    return summary
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_flush_denormal(True)      # as the CLI does: trained gates produce denormals
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = study_settings(args)
+    out = args.out or find_record(args.runs) or result_path("trees")
+    record = load_record(out, settings)
+    runs: dict[str, Any] = dict(record.get("runs", {}))
+    baselines = record.get("baselines") or score_baselines(args)
+    example = record.get("example") or example_sentence(args.test)
+    data = {"study": settings, "runs_dir": str(args.runs.resolve()), "gates": args.gates,
+            "seeds": list(range(1, args.seeds + 1)), "rules": list(RULES),
+            "baselines": baselines, "example": example, "command": args.command,
+            "commands": [*(c for c in record.get("commands", []) if c != args.command),
+                         args.command]}
+
+    def write() -> dict[str, Any]:
+        rec = {**data, "runs": runs, "summary": summarize(runs, baselines)}
+        return write_result("trees", rec, path=out, echo=False)
+
+    rec = write()
+    for gate in args.gates:
+        for seed in range(1, args.seeds + 1):
+            key, run = f"{gate}/{seed}", args.runs / f"{gate}-seed{seed}"
+            if key in runs:
+                continue
+            if not finished(run):
+                train(args, run, gate, seed)
+            runs[key] = score_run(args, run, gate, seed, example)
+            rec = write()
+            print(f"{key}: added to {out}", file=sys.stderr, flush=True)
+    print(json.dumps(rec["summary"], indent=2))
+    return rec
+
+
+def cli() -> int:
+    from treelm.errors import TreelmError
+
+    try:
+        main()
+    except (StudyError, TreelmError) as e:
+        print(f"trees.py: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

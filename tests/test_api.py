@@ -1,0 +1,230 @@
+"""The Python API (``treelm.load``): each method against its verb's output (one path for Python
+and the command line), scores against a step-by-step reference, the unsupported-method error,
+bad arguments, and the runnable examples of docs/api.md."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import treelm
+from treelm.api.model import UnsupportedMethodError, to_nltk
+from treelm.cli import main
+from treelm.errors import TreelmError
+from treelm.syntax.trees import tree_leaves
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def models(tiny_runs):
+    return {task: treelm.load(path) for task, path in tiny_runs.items()}
+
+
+def _verb(capsys, *argv) -> str:
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == 0
+    return capsys.readouterr().out
+
+
+def brackets(tree) -> str:
+    """An nltk.Tree of the API in the brackets ``treelm parse`` prints: ((the cat) sat)."""
+    if len(tree) == 1 and isinstance(tree[0], str):     # a one-word sentence: a bare leaf
+        return tree[0]
+    return re.sub(r"\(X ", "(", tree.pformat(margin=10**9))
+
+
+def test_import_treelm_stays_light():
+    code = "import sys, treelm; print(sorted(m for m in ('torch', 'nltk') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert out.strip() == "[]"
+
+
+def test_each_task_supports_its_methods(models):
+    assert models["lm"].supports == ("parse", "levels", "score", "generate", "probe")
+    assert models["translation"].supports == ("parse", "levels", "translate", "attention")
+    assert models["tagging"].supports == ("tag",)
+    assert models["lm"].layers == (1, 2) and models["lm"].default_layer == 1
+
+
+@pytest.mark.parametrize("task,call", [
+    ("tagging", lambda m: m.parse(["a b"])), ("tagging", lambda m: m.translate(["a"])),
+    ("lm", lambda m: m.tag(["a b"])), ("lm", lambda m: m.attention("a", "b")),
+    ("translation", lambda m: m.score(["a"])), ("translation", lambda m: m.generate("a")),
+])
+def test_an_unsupported_method_is_one_clear_error(models, task, call):
+    m = models[task]
+    with pytest.raises(UnsupportedMethodError) as e:
+        call(m)
+    msg = str(e.value)
+    assert "\n" not in msg and repr(task) in msg and isinstance(e.value, TreelmError)
+    assert msg.endswith("it supports " + ", ".join(m.supports))
+
+
+def test_parse_is_what_the_verb_prints(models, tiny_runs, capsys):
+    m, run = models["lm"], tiny_runs["lm"]
+    sentences = ["the company said it would sell its stake", "prices rose", "the"]
+    for layer, style in [(None, "official"), (2, "split"), (1, "split")]:
+        trees = m.parse(sentences, layer=layer, style=style)
+        assert [t.leaves() for t in trees] == [s.split() for s in sentences]
+        for s, t in zip(sentences, trees):
+            extra = [] if layer is None else ["--layer", layer]
+            assert brackets(t) == _verb(capsys, "parse", run, s, "--style", style,
+                                        *extra).strip()
+    lv = m.levels(sentences[0])
+    assert lv.df.shape == lv.di.shape == (2, 8) and lv.layers == (1, 2)
+    out = json.loads(_verb(capsys, "parse", run, sentences[0], "--format", "json",
+                           "--layer", "all"))
+    for p, row in zip(out["parses"], lv.df, strict=True):
+        assert p["df"] == pytest.approx(row.tolist(), abs=1e-6)
+
+
+def test_source_trees_of_a_translation_run_are_the_verbs(models, tiny_runs, capsys):
+    t = models["translation"].parse("a b c d e f")[0]
+    assert t.leaves() == list("abcdef")
+    assert brackets(t) == _verb(capsys, "parse", tiny_runs["translation"], "a b c d e f").strip()
+    with pytest.raises(TreelmError, match="bidirectional"):
+        models["lm"].parse("a b", direction="backward")
+
+
+def test_score_is_the_sum_of_step_by_step_log_probabilities(models):
+    m = models["lm"]
+    sentences = ["the company said", "said the company", "an unknownword here"]
+    got = m.score(sentences)
+    vocab, tok, model = m.run.vocab, m.run.tokenizer, m.run.model
+    for s, g in zip(sentences, got):
+        ids = [vocab.eos, *vocab.encode(tok.encode(s)), vocab.eos]
+        total, state = 0.0, None
+        with torch.no_grad():
+            for a, b in zip(ids, ids[1:]):
+                logits, state = model.step(torch.tensor([a]), state)
+                total += float(logits[0].double().log_softmax(-1)[b])
+        assert g == pytest.approx(total, abs=1e-4)
+    assert got[0] > got[1] or got[0] < got[1]          # the order of words matters
+
+
+def test_generate_and_probe_are_what_the_verbs_print(models, tiny_runs, capsys):
+    m, run = models["lm"], tiny_runs["lm"]
+    out = _verb(capsys, "generate", run, "--prompt", "the company", "--length", "12",
+                "--seed", "3", "--temperature", "0.9")
+    assert out == "the company" + m.generate("the company", 12, seed=3, temperature=0.9) + "\n"
+    out = _verb(capsys, "generate", run, "--prompt", "the", "--length", "6", "--beam", "3")
+    assert out == "the" + m.generate("the", 6, beam=3) + "\n"
+    rows = json.loads(_verb(capsys, "probe", run, "--prefix", "the", "--top", "4", "--json"))
+    got = m.probe("the", 4)
+    assert [n["symbol"] for n in rows["prefixes"][0]["next"]] == [s for s, _ in got]
+    assert [n["prob"] for n in rows["prefixes"][0]["next"]] == pytest.approx(
+        [p for _, p in got], abs=1e-6)
+    assert math.fsum(p for _, p in m.probe("the", len(m.run.vocab))) == pytest.approx(1, 1e-4)
+
+
+def test_tag_is_what_the_verb_prints(models, tiny_runs, capsys, monkeypatch):
+    import io
+
+    utterances = ["show me flights from boston to denver", "list flights to Dallas tomorrow"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(utterances) + "\n"))
+    out = _verb(capsys, "tag", tiny_runs["tagging"], "--format", "json")
+    assert [json.loads(line) for line in out.splitlines()] == models["tagging"].tag(utterances)
+
+
+def test_translate_and_attention(models, tiny_runs, capsys, tmp_path):
+    m = models["translation"]
+    src = ["a b c d", "e f g", "h a"]
+    f = tmp_path / "src.txt"
+    f.write_text("\n".join(src) + "\n")
+    for beam in (1, 3):
+        out = _verb(capsys, "translate", tiny_runs["translation"], "--input", f, "--beam", beam)
+        assert out.splitlines() == m.translate(src, beam=beam)
+    att = m.attention("a b c d", "d c b a")
+    assert att.source == ["a", "b", "c", "d", "<eos>"]
+    assert att.target == ["d", "c", "b", "a", "<eos>"]
+    assert att.weights.shape == (1, 5, 5)
+    assert att.weights.sum(-1) == pytest.approx(1, abs=1e-5)
+    assert att.text == "d c b a"
+    own = m.attention("a b c d", beam=1)
+    assert own.text == m.translate("a b c d", beam=1)[0] and own.target[:-1] == own.text.split()
+    with pytest.raises(TreelmError,
+                       match="sentence 1: 'zz' not in the run's source vocabulary; unk='map'"):
+        m.translate(["a zz"], unk="error")
+    assert len(m.translate(["a zz"])) == 1                  # read as <unk>, as the verb does
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda m: m.parse([""]), "sentence 1 is empty"),
+    (lambda m: m.parse([]), "no sentences"),
+    (lambda m: m.parse(["a b"], layer=7), "layer 7"),
+    (lambda m: m.parse(["a b"], style="best"), "style must be"),
+    (lambda m: m.parse(["a b"], batch_size=0), "batch_size"),
+    (lambda m: m.parse(["zzzq"], unk="error"), "'zzzq' .* unk='map'"),
+    (lambda m: m.probe("the zzzq", unk="error"), "'zzzq' .* unk='map'"),
+    (lambda m: m.generate("the", -1), "length"),
+    (lambda m: m.generate("the", 3, top_p=0.0), "top_p"),
+    (lambda m: m.probe("the", 0), "k must be"),
+    (lambda m: m.levels(["a", "b"]), "one sentence"),
+])
+def test_bad_arguments_are_one_line_errors(models, call, message):
+    with pytest.raises(TreelmError, match=message) as e:
+        call(models["lm"])
+    assert "\n" not in str(e.value)
+
+
+def test_load_refuses_what_is_not_a_run(tmp_path):
+    with pytest.raises(TreelmError):
+        treelm.load(tmp_path)
+    with pytest.raises(TreelmError, match="checkpoint"):
+        treelm.load(tmp_path, checkpoint="newest")
+
+
+def test_deep_trees_convert_without_recursion():
+    deep: list = ["w0"]
+    for i in range(1, 20000):
+        deep = [deep, f"w{i}"]
+    t = to_nltk(deep)
+    leaves, stack = [], [t]          # nltk's own leaves() recurses: walk it with a stack
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            leaves.append(node)
+        else:
+            assert node.label() == "X"
+            stack.extend(reversed(list(node)))
+    assert leaves == tree_leaves(deep) and len(leaves) == 20000
+    assert to_nltk("one").leaves() == ["one"]
+
+
+# ----------------------------------------------------------------------------- docs/api.md
+def code_blocks(page: Path, lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```", page.read_text(encoding="utf-8"),
+                      flags=re.S | re.M)
+
+
+def test_the_examples_of_docs_api_run(tiny_runs, tmp_path, monkeypatch, capsys):
+    """Every ``python`` block of docs/api.md, in order, in one namespace, in a directory where
+    ``runs/tiny-*`` are the tiny runs the page's ``bash`` block trains."""
+    page = ROOT / "docs/api.md"
+    bash = "\n".join(code_blocks(page, "bash"))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for path in tiny_runs.values():
+        name = path.name
+        assert f"--out runs/{name}" in bash, f"docs/api.md does not train runs/{name}"
+        (runs / name).symlink_to(path)
+    blocks = code_blocks(page, "python")
+    assert len(blocks) >= 4
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for k, block in enumerate(blocks, 1):
+        try:
+            exec(compile(block, f"docs/api.md block {k}", "exec"), namespace)
+        except Exception as e:                      # name the block that failed
+            raise AssertionError(f"docs/api.md python block {k} failed: {e!r}") from e
+    assert capsys.readouterr().out

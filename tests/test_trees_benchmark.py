@@ -1,0 +1,270 @@
+"""``benchmarks/trees.py`` end to end on the tiny config and a tiny treebank (both gates, one seed,
+a few seconds each): its record holds what ``eval-parse`` gives on each run's best checkpoint and
+the baselines; a rerun skips finished runs and resumes a killed one; another study is refused.
+``benchmarks/syntax_results.py`` renders the page from that record and from a synthetic one, and
+the committed page is what the newest committed record renders."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from treelm.cli import main as treelm
+from treelm.data.treebank import load_treebank
+from treelm.rundir.files import RunFiles
+from treelm.syntax.baselines import evaluate_baselines
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "tiny.txt"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+TEST = """\
+( (S (NP-SBJ (DT The) (NN company) )
+     (VP (VBD said) (SBAR (-NONE- 0) (S (NP-SBJ (PRP it) )
+       (VP (MD would) (VP (VB sell) (NP (DT the) (NNS shares) )))))) (. .) ))
+( (S (NP-SBJ (DT the) (NN market) ) (VP (VBD fell) (PP (IN in) (NP (JJ heavy) (NN trading) )))
+     (. .) ))
+( (S (NP-SBJ (DT the) (JJ big) (NN company) ) (ADVP (RB also) )
+     (VP (VBD said) (SBAR (IN that) (S (NP-SBJ (PRP it) ) (VP (MD would)
+       (VP (VB buy) (NP (DT the) (JJ small) (NN bank) (NNS shares) )))))) (. .) ))
+"""
+DEV = """\
+( (S (NP-SBJ (NNS Shares) ) (VP (VBD rose) (NP (CD 3) (NN %) )) (. .) ))
+( (S (NP-SBJ (DT the) (NN company) ) (VP (VBD sold) (NP (DT the) (NN unit) )) (. .) ))
+"""
+
+
+def _load(name: str) -> ModuleType:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def trees() -> ModuleType:
+    return _load("trees")
+
+
+@pytest.fixture(scope="module")
+def page() -> ModuleType:
+    return _load("syntax_results")
+
+
+class Study:
+    """The tiny study's paths, its arguments and the training commands it ran."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.dev, self.test = root / "dev.mrg", root / "test.mrg"
+        self.dev.write_text(DEV, encoding="utf-8")
+        self.test.write_text(TEST, encoding="utf-8")
+        self.runs, self.out = root / "runs", root / "results" / "trees-tiny.json"
+        self.commands: list[list[str]] = []
+
+    def argv(self, minutes: float = 0.03) -> list[str]:
+        return ["--minutes", str(minutes), "--seeds", "1", "--config",
+                str(ROOT / "configs" / "tiny-lm.yaml"), "--dev", str(self.dev), "--test",
+                str(self.test), "--runs", str(self.runs), "--out", str(self.out),
+                "--baseline-seeds", "2", f"data.file={TINY}", "train.threads=1"]
+
+    def run(self, trees: ModuleType, minutes: float = 0.03) -> dict:
+        real = trees.run_command
+        mp = pytest.MonkeyPatch()
+        mp.setattr(trees, "run_command", lambda cmd: self.commands.append(cmd) or real(cmd))
+        try:
+            return trees.main(self.argv(minutes))
+        finally:
+            mp.undo()
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, trees) -> Study:
+    s = Study(tmp_path_factory.mktemp("trees"))
+    s.run(trees)
+    return s
+
+
+def _record(study: Study) -> dict:
+    return json.loads(study.out.read_text(encoding="utf-8"))
+
+
+def test_record_holds_each_run_as_eval_parse_scores_it(study, capsys):
+    rec = _record(study)
+    assert sorted(rec["runs"]) == ["paper/1", "symmetric/1"]
+    assert [c[c.index("--out") + 1] for c in study.commands] == [
+        str(study.runs / "paper-seed1"), str(study.runs / "symmetric-seed1")]
+    for key, r in rec["runs"].items():
+        run = Path(r["run_dir"])
+        gate = key.split("/")[0]
+        assert f"master_input: {gate}" in RunFiles(run).config.read_text(encoding="utf-8")
+        assert r["curve"] and all("official/L2" in p and "split/L1" in p for p in r["curve"])
+        capsys.readouterr()
+        for rule in ("official", "split"):
+            for part, treebank, max_len in (("dev", study.dev, None), ("test", study.test, None),
+                                            ("test_10", study.test, 10)):
+                argv = ["eval-parse", str(run), "--treebank", str(treebank), "--style", rule,
+                        "--no-baselines", "--json", *(["--max-len", "10"] if max_len else [])]
+                assert treelm(argv) == 0
+                report = json.loads(capsys.readouterr().out)
+                assert {k: v["sentence_f1"] for k, v in report["layers"].items()} == {
+                    k: v["sentence_f1"] for k, v in r["scores"][rule][part].items()}
+    golds = load_treebank(study.test)
+    direct = evaluate_baselines(golds, seeds=range(2), names=list(
+        rec["baselines"]["test"]["baselines"]))
+    for name, res in direct.items():
+        assert rec["baselines"]["test"]["baselines"][name]["sentence_f1"] == res["sentence_f1"]
+    assert rec["example"]["words"] == golds[2].words        # 13 words: nearest to 12
+
+
+def test_summary_chooses_on_dev_and_reports_test(study, trees):
+    rec = _record(study)
+    s = rec["summary"]
+    for gate, cfg in s["configs"].items():
+        r = rec["runs"][f"{gate}/1"]
+        for rule in ("official", "split"):
+            dev = r["scores"][rule]["dev"]
+            layer = max(sorted(dev, key=int), key=lambda k: dev[k]["sentence_f1"])
+            entry = cfg["rules"][rule]
+            assert entry["layer"] == int(layer)
+            assert entry["test"]["runs"] == [r["scores"][rule]["test"][layer]["sentence_f1"]]
+        assert cfg["valid_ppl"]["runs"] == [r["best_valid_ppl"]]
+    best = s["best"]
+    rb = rec["baselines"]["test"]["baselines"]["right_branching"]["sentence_f1"]
+    assert best["right_branching_test"] == rb
+    assert best["beats_right_branching"] == (best["test"]["mean"] > rb)
+    rb_dev = rec["baselines"]["dev"]["baselines"]["right_branching"]["sentence_f1"]
+    for key, crossings in s["crossings"].items():
+        for curve_key, tokens in crossings.items():
+            above = [p["tokens"] for p in rec["runs"][key]["curve"] if p[curve_key] > rb_dev]
+            assert tokens == (above[0] if above else None)
+
+
+def test_rerun_skips_finished_runs_and_resumes_a_killed_one(study, trees):
+    """(Continues the module's study: the tests after this one see it resumed.)"""
+    first = _record(study)
+    study.commands.clear()
+    study.run(trees)
+    assert study.commands == [] and _record(study)["runs"] == first["runs"]
+    # a kill before the end: the run's "done" line and its entry in the record are gone
+    files = RunFiles(study.runs / "symmetric-seed1")
+    lines = files.metrics.read_text(encoding="utf-8").splitlines(keepends=True)
+    files.metrics.write_text("".join(ln for ln in lines if '"done"' not in ln), encoding="utf-8")
+    rec = _record(study)
+    del rec["runs"]["symmetric/1"]
+    study.out.write_text(json.dumps(rec), encoding="utf-8")
+    study.run(trees)
+    assert len(study.commands) == 1 and study.commands[0][-2:] == [
+        "--resume", str(study.runs / "symmetric-seed1")]
+    again = _record(study)
+    assert sorted(again["runs"]) == ["paper/1", "symmetric/1"]
+    assert again["runs"]["paper/1"] == first["runs"]["paper/1"]
+    assert len(again["commands"]) == 1                      # the same command, once
+    with pytest.raises(trees.StudyError, match="minutes=0.03"):
+        study.run(trees, minutes=0.5)                       # another budget: another study
+
+
+def test_train_command_options(trees, tmp_path):
+    args = trees.parse_args(["--minutes", "5", "--runs", str(tmp_path), "--eval-every", "2"])
+    cmd = trees.train_command(args, tmp_path / "paper-seed2", "paper", 2)
+    assert "seed=2" in cmd and "model.cell_options.master_input=paper" in cmd
+    assert "train.max_minutes=5.0" in cmd and "train.eval_every_minutes=2.0" in cmd
+    assert not any(c.startswith("train.precision") for c in cmd)
+    assert any(c.startswith("train.eval_parse={treebank: nltk-dev") for c in cmd)
+    args = trees.parse_args(["--minutes", "5", "--precision", "bf16"])
+    assert "train.precision=bf16" in trees.train_command(args, tmp_path / "x", "symmetric", 1)
+
+
+# ----------------------------------------------------------------------------- the page
+def test_page_from_the_tiny_record(study, page, tmp_path):
+    rec = _record(study)
+    doc = tmp_path / "docs" / "syntax-results.md"
+    text = page.render(study.out, rec, doc)
+    assert doc.read_text(encoding="utf-8") == text
+    images = [ln.split("](")[1].rstrip(")") for ln in text.splitlines() if ln.startswith("![")]
+    assert images == ["img/syntax-results-f1.png", "img/syntax-results-tree-gold.png",
+                      "img/syntax-results-tree-paper.png", "img/syntax-results-tree-symmetric.png"]
+    for image in images:
+        assert (doc.parent / image).read_bytes()[:8] == PNG
+    best = rec["summary"]["best"]
+    assert ("**met**" if best["beats_right_branching"] else "**not met**") in text
+    for name, res in rec["baselines"]["test"]["baselines"].items():
+        f1 = res["sentence_f1"]
+        shown = (f"{100 * f1['mean']:.1f} ± {100 * f1['std']:.1f}" if isinstance(f1, dict)
+                 else f"{100 * f1:.1f}")
+        assert f"| {page.BASELINE_TITLES[name]} | | | | | {shown} |" in text
+    paper = rec["summary"]["configs"]["paper"]["rules"]["official"]
+    assert (f"| paper's master input gate | official | {paper['layer']} | 1 | "
+            f"{paper_ppl(rec):.1f} | {100 * paper['test']['mean']:.1f} |") in text
+
+
+def paper_ppl(rec: dict) -> float:
+    return rec["runs"]["paper/1"]["best_valid_ppl"]
+
+
+def _synthetic(study_record: dict) -> dict:
+    """Three seeds per gate made from the tiny record's shape, with chosen figures."""
+    rec = copy.deepcopy(study_record)
+    runs = {}
+    for gate, f1s in (("paper", (0.45, 0.47, 0.49)), ("symmetric", (0.40, 0.42, 0.44))):
+        for seed, f1 in zip((1, 2, 3), f1s):
+            r = copy.deepcopy(rec["runs"][f"{gate}/1"])
+            r["seed"] = seed
+            for rule in ("official", "split"):
+                for part in ("dev", "test", "test_10"):
+                    for k in r["scores"][rule][part]:
+                        r["scores"][rule][part][k] = {"sentence_f1": f1 - 0.1 * (k != "2"),
+                                                      "corpus_f1": f1 - 0.05}
+            rise = 1.0 if seed > 1 else 0.8      # seed 1 stays below right-branching
+            r["curve"] = [{"tokens": t, "minutes": t / 1e6, "ppl": 100.0,
+                           **{k: rise * f1 * t / 3e6 for k in ("official/L1", "official/L2",
+                                                               "split/L1", "split/L2")}}
+                          for t in (1e6, 2e6, 3e6)]
+            runs[f"{gate}/{seed}"] = r
+    rec["runs"] = runs
+    for part in ("dev", "test"):
+        rec["baselines"][part]["baselines"]["right_branching"]["sentence_f1"] = 0.398
+    return rec
+
+
+def test_page_from_a_synthetic_record(study, trees, page, tmp_path):
+    rec = _synthetic(_record(study))
+    rec["summary"] = trees.summarize(rec["runs"], rec["baselines"])
+    best = rec["summary"]["best"]
+    assert best["gate"] == "paper" and best["layer"] == 2 and best["beats_right_branching"]
+    text = page.render(tmp_path / "trees-synthetic.json", rec, tmp_path / "page.md")
+    assert "gives **47.0 ± 2.0** sentence F1" in text and "is **met**" in text
+    assert "| paper's master input gate | official | 2 | 3 |" in text
+    assert "The target is met" in text
+    # the crossings: F1 = f1 × tokens / 3M passes 0.398 at 3M tokens (seed 1: 0.8 × that, never)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| paper gate, seed 2 |"))
+    assert row.endswith("| 3.00M | 3.00M | 3.00M | 3.00M |")
+    row = next(ln for ln in text.splitlines() if ln.startswith("| paper gate, seed 1 |")
+               and "dev" not in ln and "test" not in ln)
+    assert row.endswith("| – | – | – | – |")
+    # below right-branching: the page says so plainly
+    for r in rec["runs"].values():
+        for rule in ("official", "split"):
+            for part in ("test",):
+                for k in r["scores"][rule][part]:
+                    r["scores"][rule][part][k]["sentence_f1"] -= 0.2
+    rec["summary"] = trees.summarize(rec["runs"], rec["baselines"])
+    text = page.render(tmp_path / "trees-synthetic.json", rec, tmp_path / "page.md")
+    assert "is **not met**" in text and "The target is not met" in text
+
+
+def test_committed_page_is_what_the_newest_record_renders(page, tmp_path):
+    found = page.newest()
+    if found is None:
+        pytest.skip("no trees record committed yet (benchmarks/trees.py has not been run)")
+    path, rec = found
+    text = page.render(path, rec, tmp_path / "syntax-results.md")
+    assert text == (ROOT / "docs" / "syntax-results.md").read_text(encoding="utf-8")

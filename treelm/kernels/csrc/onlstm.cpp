@@ -1,0 +1,513 @@
+// The fused ON-LSTM's time loops in C++: the whole forward recurrence (saving for backward or not)
+// and the whole BPTT loop, for float32 and float64 CPU tensors. Equations, buffer layout and
+// notation: treelm/kernels/onlstm_cpu.py (module docstring); the Python wrapper that builds,
+// loads and calls this file is treelm/kernels/onlstm_cxx.py.
+//
+// Per step: one recurrent product through ATen (torch.mm's addmm_out/mm_out into preallocated
+// buffers, or the packed MKL / oneDNN linear ops treelm.kernels.gemm measured fastest for the
+// shape), then the gate math for every batch row in one pass over that row's gates, rows split
+// between threads with at::parallel_for. The element-wise loops are plain loops over arrays with
+// branch-free bodies so that the compiler vectorises them; float32's exp is an inlined polynomial
+// for that reason (libm's exp is a call the vectoriser cannot look into), float64's is libm's.
+
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+namespace {
+
+// A row's arrays never overlap: saying so lets the compiler vectorise loops that touch a dozen of
+// them (it gives up on checking that many pairs at run time).
+#define RESTRICT __restrict__
+
+// ------------------------------------------------------------------------------------ math
+
+// exp for float32, accurate to about 2 ulp on [-87, 88] and clamped outside (exp(-87) ~ 1.6e-38,
+// which the gates round to the same 0 and 1 as the exact value): Cody-Waite range reduction
+// x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for exp(r) (Cephes' expf coefficients),
+// and 2^n assembled in the exponent bits. Rounding n by adding and subtracting 1.5 * 2^23 keeps it
+// free of calls (floor/nearbyint are library calls without SSE4.1).
+inline float exp_approx(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  const float shifter = 12582912.0f;  // 1.5 * 2^23
+  float n = x * 1.44269504088896341f + shifter;
+  n = n - shifter;
+  float r = x - n * 0.693359375f;      // ln2 in two parts: hi exact in float, lo the rest
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;   // 2^n, n in [-126, 127]
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+inline double exp_approx(double x) { return std::exp(x); }
+
+template <typename T>
+inline T sigmoid(T x) {
+  return T(1) / (T(1) + exp_approx(-x));
+}
+
+// tanh x = sign(x) (1 − e) / (1 + e), e = exp(−2|x|): no overflow, absolute error ~1e-7 in float32
+inline float tanh_approx(float x) {
+  float a = x < 0.0f ? -x : x;
+  float e = exp_approx(-2.0f * a);
+  float t = (1.0f - e) / (1.0f + e);
+  return x < 0.0f ? -t : t;
+}
+
+inline double tanh_approx(double x) { return std::tanh(x); }
+
+// --------------------------------------------------------------------------------- products
+
+// The per-step product a -> a W' (W' = Uᵀ forward, U backward) as treelm.kernels.gemm prepared
+// it: kind 0 torch.mm against `w` (the (K, N) right operand, possibly a transposed view), kind 1
+// MKL's packed linear (`packed`, with `w` the (N, K) weight it was packed from), kind 2 oneDNN's
+// linear against `w` (packed or plain). When `w` has another dtype than the loop's (autocast's
+// bfloat16 products), the left operand is copied into a buffer of that dtype first and the
+// result, rounded to that dtype, is widened to the loop's, as treelm.kernels.gemm.CastMatmul
+// does. The caller adds the input part itself (in the gate loop), saving a pass over memory.
+struct Product {
+  int64_t kind;
+  at::Tensor w, packed;
+  int64_t batch;
+  at::Tensor low, res, wide;  // cast left operand; torch.mm's result; the result widened
+
+  Product(int64_t kind_, at::Tensor w_, std::optional<at::Tensor> packed_, int64_t batch_,
+          const at::Tensor& like, int64_t k, int64_t n)
+      : kind(kind_), w(std::move(w_)), batch(batch_) {
+    TORCH_CHECK(kind >= 0 && kind <= 2, "unknown product kind ", kind);
+    if (packed_.has_value()) packed = *packed_;
+    TORCH_CHECK(kind != 1 || packed.defined(), "an MKL product needs its packed weight");
+    auto in_w = like.options().dtype(w.scalar_type());
+    if (w.scalar_type() != like.scalar_type()) {
+      low = at::empty({batch, k}, in_w);
+      wide = at::empty({batch, n}, like.options());
+    }
+    if (kind == 0) res = at::empty({batch, n}, in_w);
+  }
+
+  at::Tensor packed_call(const at::Tensor& a) const {
+    torch::jit::Stack stack;
+    if (kind == 1) {
+      static const c10::OperatorHandle mkl =
+          c10::Dispatcher::singleton().findSchemaOrThrow("mkl::_mkl_linear", "");
+      stack = {a, packed, w, c10::IValue(), batch};
+      mkl.callBoxed(&stack);
+    } else {
+      static const c10::OperatorHandle onednn =
+          c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
+      stack = {a, w, c10::IValue(), std::string("none"),
+               c10::List<std::optional<at::Scalar>>(), std::string("")};
+      onednn.callBoxed(&stack);
+    }
+    return stack[0].toTensor();
+  }
+
+  // a W' (B, N), contiguous, in the loop's dtype: one of this object's buffers (valid until the
+  // next call) or the packed op's fresh result
+  at::Tensor operator()(const at::Tensor& a) {
+    const at::Tensor& lhs = low.defined() ? low.copy_(a) : a;
+    at::Tensor r = kind == 0 ? at::mm_out(res, lhs, w) : packed_call(lhs).contiguous();
+    return low.defined() ? wide.copy_(r) : r;
+  }
+};
+
+// Rows per parallel task: enough work per task that a small batch (decoding, batch-1
+// evaluation) runs on the calling thread alone.
+int64_t grain(int64_t gate_width) { return std::max<int64_t>(1, 32768 / gate_width); }
+
+// ---------------------------------------------------------------------------------- forward
+
+// Softmax of n logits (max subtracted) into p.
+template <typename T>
+inline void softmax(const T* z, T* p, int64_t n) {
+  T m = z[0];
+  for (int64_t k = 1; k < n; ++k) m = z[k] > m ? z[k] : m;
+  T s = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    p[k] = exp_approx(z[k] - m);
+    s += p[k];
+  }
+  T inv = T(1) / s;
+  for (int64_t k = 0; k < n; ++k) p[k] *= inv;
+}
+
+struct Dims {
+  int64_t T, B, H, L, C, G;
+  bool symmetric;
+};
+
+// One row's gate math at one step (Eqs. 6-14). xp, r (G): the input part and the recurrent
+// product, whose sum z_t is written into z (G) and overwritten there by [z_ĩ, z_f̃ | o, ĉ, i, f]; p, m (2L): [p̃_i, p̃_f], [ĩ, f̃]; c_prev, c_new, tc, h (H);
+// df, di: this row's levels; ei, ef (H): scratch for ĩ, f̃ expanded to neurons.
+template <typename T>
+inline void forward_row(const Dims& d, const T* RESTRICT xp, const T* RESTRICT r,
+                        T* RESTRICT z, T* RESTRICT p, T* RESTRICT m,
+                        const T* RESTRICT c_prev, T* RESTRICT c_new, T* RESTRICT tc,
+                        T* RESTRICT h, T* RESTRICT df, T* RESTRICT di, T* RESTRICT ei,
+                        T* RESTRICT ef) {
+  const int64_t L = d.L, C = d.C, H = d.H;
+  for (int64_t g = 0; g < d.G; ++g) z[g] = xp[g] + r[g];
+  softmax(z, p, L);
+  softmax(z + L, p + L, L);
+  T* mi = m;
+  T* mf = m + L;
+  T acc = 0;
+  for (int64_t k = 0; k < L; ++k) {  // f̃ = cumsum(p̃_f)
+    acc += p[L + k];
+    mf[k] = acc;
+  }
+  if (d.symmetric) {  // ĩ_k = Σ_{j≥k} p̃_i,j
+    acc = 0;
+    for (int64_t k = L - 1; k >= 0; --k) {
+      acc += p[k];
+      mi[k] = acc;
+    }
+  } else {  // ĩ = 1 − cumsum(p̃_i)
+    acc = 0;
+    for (int64_t k = 0; k < L; ++k) {
+      acc += p[k];
+      mi[k] = T(1) - acc;
+    }
+  }
+  T si = 0, sf = 0;
+  for (int64_t k = 0; k < L; ++k) {
+    si += mi[k];
+    sf += mf[k];
+  }
+  *di = si / T(L);
+  *df = T(1) - sf / T(L);
+  for (int64_t k = 0; k < L; ++k) {
+    for (int64_t c = 0; c < C; ++c) {
+      ei[k * C + c] = mi[k];
+      ef[k * C + c] = mf[k];
+    }
+  }
+  T* zo = z + 2 * L;
+  T* zg = zo + H;
+  T* zi = zg + H;
+  T* zf = zi + H;
+  for (int64_t j = 0; j < H; ++j) {
+    T o = sigmoid(zo[j]), g = tanh_approx(zg[j]), i = sigmoid(zi[j]), f = sigmoid(zf[j]);
+    T w = ef[j] * ei[j];                       // ω = f̃∘ĩ (Eq. 11)
+    T fh = f * w + (ef[j] - w);                // f̂, î (Eqs. 12-13)
+    T ih = i * w + (ei[j] - w);
+    T c = fh * c_prev[j] + ih * g;             // Eq. 14
+    T t = tanh_approx(c);
+    zo[j] = o;
+    zg[j] = g;
+    zi[j] = i;
+    zf[j] = f;
+    c_new[j] = c;
+    tc[j] = t;
+    h[j] = o * t;
+  }
+}
+
+template <typename T>
+std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
+                                     const at::Tensor& c0, Product& prod, const Dims& d,
+                                     bool save) {
+  const int64_t T_ = d.T, B = d.B, H = d.H, L = d.L, G = d.G;
+  const int64_t n = save ? T_ : 1;
+  auto opt = xp.options();
+  at::Tensor gates = at::empty({n, B, G}, opt);
+  at::Tensor P = at::empty({n, B, 2, L}, opt);
+  at::Tensor M = at::empty({T_, B, 2, L}, opt);
+  at::Tensor cs = at::empty({save ? T_ + 1 : 2, B, H}, opt);
+  at::Tensor tanh_c = at::empty({n, B, H}, opt);
+  at::Tensor out = at::empty({T_, B, H}, opt);
+  at::Tensor df = at::empty({T_, B}, opt);
+  at::Tensor di = at::empty({T_, B}, opt);
+  cs[0].copy_(c0);
+  at::Tensor h = h0.contiguous();
+  const T* xp_p = xp.data_ptr<T>();
+  T* gates_p = gates.data_ptr<T>();
+  T* P_p = P.data_ptr<T>();
+  T* M_p = M.data_ptr<T>();
+  T* cs_p = cs.data_ptr<T>();
+  T* tc_p = tanh_c.data_ptr<T>();
+  T* out_p = out.data_ptr<T>();
+  T* df_p = df.data_ptr<T>();
+  T* di_p = di.data_ptr<T>();
+  for (int64_t t = 0; t < T_; ++t) {
+    const int64_t k = save ? t : 0;
+    const int64_t a = save ? t : t % 2, c = save ? t + 1 : (t + 1) % 2;  // slots of c_{t-1}, c_t
+    const at::Tensor r = prod(h);                     // h_{t-1} Uᵀ
+    const T* r_p = r.data_ptr<T>();
+    at::parallel_for(0, B, grain(G), [&](int64_t b0, int64_t b1) {
+      std::vector<T> e(2 * H);
+      for (int64_t b = b0; b < b1; ++b) {
+        forward_row<T>(d, xp_p + (t * B + b) * G, r_p + b * G, gates_p + (k * B + b) * G, P_p + (k * B + b) * 2 * L,
+                       M_p + (t * B + b) * 2 * L, cs_p + (a * B + b) * H,
+                       cs_p + (c * B + b) * H, tc_p + (k * B + b) * H,
+                       out_p + (t * B + b) * H, df_p + t * B + b, di_p + t * B + b, e.data(),
+                       e.data() + H);
+      }
+    });
+    h = out[t];
+  }
+  at::Tensor c_last = cs[save ? T_ : T_ % 2];
+  if (save) return {out, c_last, df, di, M, gates, P, cs, tanh_c};
+  return {out, c_last, df, di, M};
+}
+
+// --------------------------------------------------------------------------------- backward
+
+// One row's backward step (onlstm_cpu.py's equations). dh: δh_t without dout; dout: this step's
+// output gradient (zeros where there is none); dc: δc_t in, δc_{t-1} out; dz (G): δz_t;
+// lvl_i, lvl_f: this row's δdi_t / L and −δdf_t / L.
+template <typename T>
+inline void backward_row(const Dims& d, const T* RESTRICT z, const T* RESTRICT p,
+                         const T* RESTRICT m, const T* RESTRICT c_prev, const T* RESTRICT tc,
+                         const T* RESTRICT dh, const T* RESTRICT dout, T* RESTRICT dc,
+                         T* RESTRICT dz, T lvl_i, T lvl_f, T* RESTRICT ei, T* RESTRICT ef,
+                         T* RESTRICT a0, T* RESTRICT a1, T* RESTRICT dw, T* RESTRICT lev) {
+  // scratch: ei, ef the level values per neuron; a0 = δc∘ĉ, a1 = δc∘c_{t-1} and dw (summed per
+  // level into δω), H each; lev (6L): δĩ, δf̃, δω, δp̃_i, δp̃_f
+  const int64_t L = d.L, C = d.C, H = d.H;
+  const T* mi = m;
+  const T* mf = m + L;
+  for (int64_t k = 0; k < L; ++k) {
+    for (int64_t c = 0; c < C; ++c) {
+      ei[k * C + c] = mi[k];
+      ef[k * C + c] = mf[k];
+    }
+  }
+  const T* zo = z + 2 * L;
+  const T* zg = zo + H;
+  const T* zi = zg + H;
+  const T* zf = zi + H;
+  T* dzo = dz + 2 * L;
+  T* dzg = dzo + H;
+  T* dzi = dzg + H;
+  T* dzf = dzi + H;
+  for (int64_t j = 0; j < H; ++j) {
+    T g = dh[j] + dout[j];
+    T o = zo[j], t = tc[j];
+    dzo[j] = g * t * o * (T(1) - o);
+    T dcj = dc[j] + g * o * (T(1) - t * t);
+    T gg = zg[j], i = zi[j], f = zf[j];
+    T w = ef[j] * ei[j];
+    T x0 = dcj * gg, x1 = dcj * c_prev[j];
+    dzi[j] = x0 * w * i * (T(1) - i);
+    dzf[j] = x1 * w * f * (T(1) - f);
+    T ih = i * w + (ei[j] - w);
+    T fh = f * w + (ef[j] - w);
+    dzg[j] = dcj * ih * (T(1) - gg * gg);
+    a0[j] = x0;
+    a1[j] = x1;
+    dw[j] = x0 * (i - T(1)) + x1 * (f - T(1));
+    dc[j] = dcj * fh;                          // δc_{t-1}
+  }
+  T* dmi = lev;            // δĩ
+  T* dmf = lev + L;        // δf̃
+  T* dwl = lev + 2 * L;    // δω
+  for (int64_t k = 0; k < L; ++k) {
+    T s0 = 0, s1 = 0, sw = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      s0 += a0[k * C + c];
+      s1 += a1[k * C + c];
+      sw += dw[k * C + c];
+    }
+    dmi[k] = s0;
+    dmf[k] = s1;
+    dwl[k] = sw;
+  }
+  for (int64_t k = 0; k < L; ++k) {
+    T s0 = dmi[k];
+    dmi[k] = s0 + dwl[k] * mf[k] + lvl_i;
+    dmf[k] = dmf[k] + dwl[k] * mi[k] + lvl_f;
+  }
+  T* dpi = lev + 3 * L;
+  T* dpf = lev + 4 * L;
+  T acc = 0;
+  for (int64_t k = L - 1; k >= 0; --k) {  // δp̃_f = reverse-cumsum(δf̃)
+    acc += dmf[k];
+    dpf[k] = acc;
+  }
+  acc = 0;
+  if (d.symmetric) {                      // δp̃_i = cumsum(δĩ)
+    for (int64_t k = 0; k < L; ++k) {
+      acc += dmi[k];
+      dpi[k] = acc;
+    }
+  } else {                                // δp̃_i = −reverse-cumsum(δĩ)
+    for (int64_t k = L - 1; k >= 0; --k) {
+      acc += dmi[k];
+      dpi[k] = -acc;
+    }
+  }
+  const T* pi = p;
+  const T* pf = p + L;
+  T si = 0, sf = 0;                       // softmax backward
+  for (int64_t k = 0; k < L; ++k) {
+    si += pi[k] * dpi[k];
+    sf += pf[k] * dpf[k];
+  }
+  for (int64_t k = 0; k < L; ++k) {
+    dz[k] = pi[k] * (dpi[k] - si);
+    dz[L + k] = pf[k] * (dpf[k] - sf);
+  }
+}
+
+template <typename T>
+std::vector<at::Tensor> backward_impl(const std::optional<at::Tensor>& dout_,
+                                      const std::optional<at::Tensor>& dh_last,
+                                      const std::optional<at::Tensor>& dc_last,
+                                      const std::optional<at::Tensor>& ddf,
+                                      const std::optional<at::Tensor>& ddi,
+                                      const at::Tensor& gates, const at::Tensor& P,
+                                      const at::Tensor& M, const at::Tensor& cs,
+                                      const at::Tensor& tanh_c, Product& prod, const Dims& d) {
+  const int64_t T_ = d.T, B = d.B, H = d.H, L = d.L, G = d.G;
+  auto opt = gates.options();
+  at::Tensor dG = at::empty({T_, B, G}, opt);
+  at::Tensor dc = dc_last.has_value() ? dc_last->contiguous().clone() : at::zeros({B, H}, opt);
+  // δh_t from step t + 1 (the product's output), or δh_T (zero without one)
+  at::Tensor dh = dh_last.has_value() ? dh_last->contiguous().clone() : at::zeros({B, H}, opt);
+  at::Tensor dout;
+  if (dout_.has_value()) dout = dout_->contiguous();  // a sum's gradient may be an expanded view
+  const std::vector<T> zeros(H, T(0));               // the output gradient where there is none
+  at::Tensor lvl;  // (T, B, 2): [δdi / L, −δdf / L]
+  if (ddf.has_value() || ddi.has_value()) {
+    lvl = at::zeros({T_, B, 2}, opt);
+    if (ddi.has_value()) lvl.select(2, 0).copy_(*ddi / static_cast<double>(L));
+    if (ddf.has_value()) lvl.select(2, 1).copy_(*ddf / static_cast<double>(-L));
+  }
+  const T* gates_p = gates.data_ptr<T>();
+  const T* P_p = P.data_ptr<T>();
+  const T* M_p = M.data_ptr<T>();
+  const T* cs_p = cs.data_ptr<T>();
+  const T* tc_p = tanh_c.data_ptr<T>();
+  const T* dout_p = dout.defined() ? dout.data_ptr<T>() : nullptr;
+  const T* lvl_p = lvl.defined() ? lvl.data_ptr<T>() : nullptr;
+  T* dG_p = dG.data_ptr<T>();
+  T* dc_p = dc.data_ptr<T>();
+  for (int64_t t = T_ - 1; t >= 0; --t) {
+    const T* dh_p = dh.data_ptr<T>();
+    at::parallel_for(0, B, grain(G), [&](int64_t b0, int64_t b1) {
+      std::vector<T> e(5 * H), f(6 * L);
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t r = t * B + b;
+        backward_row<T>(d, gates_p + r * G, P_p + r * 2 * L, M_p + r * 2 * L,
+                        cs_p + r * H, tc_p + r * H, dh_p + b * H,
+                        dout_p ? dout_p + r * H : zeros.data(), dc_p + b * H, dG_p + r * G,
+                        lvl_p ? lvl_p[2 * r] : T(0), lvl_p ? lvl_p[2 * r + 1] : T(0),
+                        e.data(), e.data() + H, e.data() + 2 * H, e.data() + 3 * H,
+                        e.data() + 4 * H, f.data());
+      }
+    });
+    dh = prod(dG[t]);  // δh_{t-1} = δz_t U
+  }
+  return {dG, dh, dc};
+}
+
+Dims dims(const at::Tensor& gates_like, int64_t T, int64_t B, int64_t H, int64_t L,
+          bool symmetric) {
+  TORCH_CHECK(L > 0 && H % L == 0, "hidden size ", H, " is not a multiple of ", L, " levels");
+  TORCH_CHECK(gates_like.size(-1) == 4 * H + 2 * L, "gate width ", gates_like.size(-1),
+              " is not 4H + 2L = ", 4 * H + 2 * L);
+  return Dims{T, B, H, L, H / L, 4 * H + 2 * L, symmetric};
+}
+
+void check_cpu(const at::Tensor& t, const char* name, at::ScalarType dtype) {
+  TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
+  TORCH_CHECK(t.scalar_type() == dtype, name, " has dtype ", t.scalar_type(), ", expected ",
+              dtype);
+}
+
+}  // namespace
+
+// xp (T, B, G) input projections with both biases; h0, c0 (B, H); the recurrent product a -> a Uᵀ
+// as (kind, w, packed, batch). Returns out, c_T, df, di, M and, with save, gates, P, cs, tanh_c.
+std::vector<at::Tensor> onlstm_forward(const at::Tensor& xp_, const at::Tensor& h0,
+                                       const at::Tensor& c0, int64_t kind, at::Tensor w,
+                                       std::optional<at::Tensor> packed, int64_t n_levels,
+                                       bool symmetric, bool save) {
+  TORCH_CHECK(xp_.dim() == 3 && h0.dim() == 2 && c0.dim() == 2, "expected xp (T, B, G), "
+              "h0 and c0 (B, H)");
+  const at::Tensor xp = xp_.contiguous();
+  const auto dtype = xp.scalar_type();
+  check_cpu(xp, "xp", dtype);
+  check_cpu(h0, "h0", dtype);
+  check_cpu(c0, "c0", dtype);
+  const int64_t T = xp.size(0), B = xp.size(1), H = h0.size(1);
+  TORCH_CHECK(T > 0, "an empty sequence");
+  TORCH_CHECK(h0.size(0) == B && c0.size(0) == B && c0.size(1) == H, "state shapes");
+  Dims d = dims(xp, T, B, H, n_levels, symmetric);
+  Product prod(kind, std::move(w), std::move(packed), B, xp, H, d.G);
+  std::vector<at::Tensor> r;
+  AT_DISPATCH_FLOATING_TYPES(dtype, "onlstm_forward", [&] {
+    r = forward_impl<scalar_t>(xp, h0, c0, prod, d, save);
+  });
+  return r;
+}
+
+// The BPTT loop over a save=True forward's buffers; the product a -> a U as (kind, w, packed,
+// batch). Returns δz (T, B, G) (= δxp), δh_0 and δc_0 (B, H); the weight gradient is left to
+// the caller (one GEMM over all steps).
+std::vector<at::Tensor> onlstm_backward(std::optional<at::Tensor> dout,
+                                        std::optional<at::Tensor> dh_last,
+                                        std::optional<at::Tensor> dc_last,
+                                        std::optional<at::Tensor> ddf,
+                                        std::optional<at::Tensor> ddi, const at::Tensor& gates,
+                                        const at::Tensor& P, const at::Tensor& M,
+                                        const at::Tensor& cs, const at::Tensor& tanh_c,
+                                        int64_t kind, at::Tensor w,
+                                        std::optional<at::Tensor> packed, bool symmetric) {
+  const auto dtype = gates.scalar_type();
+  for (const auto* t : {&gates, &P, &M, &cs, &tanh_c}) {
+    check_cpu(*t, "a saved buffer", dtype);
+    TORCH_CHECK(t->is_contiguous(), "saved buffers must be contiguous");
+  }
+  const int64_t T = gates.size(0), B = gates.size(1), H = cs.size(2), L = M.size(3);
+  Dims d = dims(gates, T, B, H, L, symmetric);
+  auto as_dtype = [&](std::optional<at::Tensor>& t) {
+    if (t.has_value()) {
+      check_cpu(*t, "a gradient", t->scalar_type());
+      *t = t->to(dtype);
+    }
+  };
+  as_dtype(dout);
+  as_dtype(dh_last);
+  as_dtype(dc_last);
+  as_dtype(ddf);
+  as_dtype(ddi);
+  Product prod(kind, std::move(w), std::move(packed), B, gates, d.G, H);
+  std::vector<at::Tensor> r;
+  AT_DISPATCH_FLOATING_TYPES(dtype, "onlstm_backward", [&] {
+    r = backward_impl<scalar_t>(dout, dh_last, dc_last, ddf, ddi, gates, P, M, cs, tanh_c, prod,
+                                d);
+  });
+  return r;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "treelm's fused ON-LSTM time loops (see treelm/kernels/onlstm_cxx.py)";
+  m.def("forward", &onlstm_forward, "ON-LSTM forward recurrence",
+        py::arg("xp"), py::arg("h0"), py::arg("c0"), py::arg("kind"), py::arg("w"),
+        py::arg("packed"), py::arg("n_levels"), py::arg("symmetric"), py::arg("save"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("backward", &onlstm_backward, "ON-LSTM BPTT loop", py::arg("dout"),
+        py::arg("dh_last"), py::arg("dc_last"), py::arg("ddf"), py::arg("ddi"),
+        py::arg("gates"), py::arg("P"), py::arg("M"), py::arg("cs"), py::arg("tanh_c"),
+        py::arg("kind"), py::arg("w"), py::arg("packed"), py::arg("symmetric"),
+        py::call_guard<py::gil_scoped_release>());
+}

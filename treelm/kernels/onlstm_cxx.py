@@ -1,0 +1,190 @@
+"""Fused ON-LSTM with its time loops in C++: the numbers of :mod:`treelm.kernels.onlstm_cpu`, with
+the per-step gate math compiled instead of run as a dozen PyTorch ops per step.
+
+Same equations, same hand-derived BPTT, same outputs as the Python fused path (see
+:mod:`treelm.kernels.onlstm_cpu` for the notation): for x (T, B, I) and state ``(h_0, c_0)``,
+
+    xp  = x W_ihᵀ + b_ih + b_hh                       one GEMM for all steps (autograd, outside)
+    z_t = xp_t + h_{t-1} Uᵀ;  (p̃, ĩ, f̃, o, ĉ, i, f, c_t, h_t) from z_t and c_{t-1}  (Eqs. 6-14)
+    df_t = 1 − mean_k f̃_k,   di_t = mean_k ĩ_k
+
+returning ``out`` (T, B, H), ``(h_T, c_T)`` and ``{"df", "di"}`` (T, B), all differentiable.
+
+Why C++: at the CPU training configuration's size (batch 64, 400 → 400, 40 levels) the Python
+fused path spent as long on the per-step gate math and its Python dispatch (≈ 25 small ops per
+step forward, as many backward) as on the products, and at batch 1 (evaluating a word model) the
+dispatch alone dominated. Here a step is one recurrent product through ATen plus one pass per
+batch row over that row's gates (``csrc/onlstm.cpp``), rows split between threads by
+``at::parallel_for``; the backward step likewise, with the weight gradient ``δU = Σ_t δz_tᵀ
+h_{t-1}`` left to one GEMM after the loop, as in the Python path. Each row is computed by one
+thread in a fixed order, so the gate math's results do not depend on the thread count.
+
+The recurrent products run on the backend :mod:`treelm.kernels.gemm` measured fastest for their
+shape (``torch.mm``, MKL packed, oneDNN packed): the C++ loop calls the same ops on the weight
+prepared here (:meth:`treelm.kernels.gemm.FixedMatmul.operands`). Saved for backward: the
+activated gates, ``p̃``, ``[ĩ, f̃]``, ``c_0 … c_T``, ``tanh(c_t)`` and the output; ``î``, ``f̂``
+are recomputed in the backward step (three multiply-adds, cheaper than storing them).
+
+Under ``torch.autocast`` it follows the Python path's precision rules
+(:func:`treelm.kernels.onlstm_cpu.onlstm_cpu_sequence`): the products in the autocast dtype
+(the left operand copied into a low-precision buffer, the weight cast once per sequence), the
+pre-activations, gates, state, levels and every backward quantity in float32.
+
+Runs for CPU tensors of float32 or float64, all of one dtype (float32 parameters under
+autocast); anything else goes to the Python fused path. The extension is built by
+``make setup`` (:mod:`treelm.kernels.build`); where it cannot be built or loaded, or
+``TREELM_CXX=0``, this module's entry point runs the Python fused path (one line on stderr says
+why, once, unless switched off on purpose). Float32's exp inside the gates is an inlined
+polynomial (about 2 ulp; libm's calls do not vectorise), so float32 results differ from the
+Python path's in the last bits, within the kernels' 1e-5 tolerance; float64 uses libm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from treelm.kernels.gemm import CastMatmul, FixedMatmul, linear, matmul
+from treelm.kernels.onlstm_cpu import (
+    _no_autocast,
+    _recurrent,
+    autocast_dtype,
+    onlstm_cpu_sequence,
+)
+
+__all__ = ["CxxONLSTMFunction", "cxx_available", "onlstm_cxx_sequence"]
+
+_KIND = {"mm": 0, "mkl": 1, "onednn": 2}
+
+
+def _extension() -> Any:
+    """The compiled module or ``None`` (:func:`treelm.kernels.build.load`; imported here, not at
+    the top, so that ``python -m treelm.kernels.build`` runs a module the package has not
+    imported yet)."""
+    from treelm.kernels import build
+
+    return build.load()
+_DTYPES = (torch.float32, torch.float64)
+
+
+def cxx_available() -> bool:
+    """Whether the C++ loop can run here (built or buildable, and not switched off)."""
+    return _extension() is not None
+
+
+def _operands(product: FixedMatmul | CastMatmul) -> tuple[int, Tensor, Tensor | None]:
+    backend, w, packed = product.operands()
+    return _KIND[backend], w.detach(), packed
+
+
+class CxxONLSTMFunction(torch.autograd.Function):
+    """``(xp, h0, c0, weight_hh) -> (out, h_T, c_T, df, di)`` as
+    :class:`treelm.kernels.onlstm_cpu.ONLSTMFunction`, both loops in C++."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        xp: Tensor,
+        h0: Tensor,
+        c0: Tensor,
+        weight_hh: Tensor,
+        n_levels: int,
+        symmetric: bool,
+        gemm_dtype: torch.dtype | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        ext = _extension()
+        assert ext is not None
+        T, B, _ = xp.shape
+        save = any(ctx.needs_input_grad[:4])
+        kind, w, packed = _operands(_recurrent(weight_hh, B, T, False, gemm_dtype))
+        out, c_last, df, di, *saved = ext.forward(xp, h0, c0, kind, w, packed, n_levels,
+                                                  symmetric, save)
+        ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
+        if save:
+            _, gates, P, cs, tanh_c = saved
+            ctx.save_for_backward(h0, weight_hh, out, gates, P, saved[0], cs, tanh_c)
+        return out, out[-1].clone(), c_last.clone(), df, di
+
+    @staticmethod
+    @once_differentiable
+    def backward(
+        ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
+        ddf: Tensor | None, ddi: Tensor | None,
+    ) -> tuple[Tensor | None, ...]:
+        h0, weight_hh, out, gates, P, M, cs, tanh_c = ctx.saved_tensors
+        ext = _extension()
+        assert ext is not None
+        T, B, G = gates.shape
+        H = out.shape[-1]
+        need = ctx.needs_input_grad
+        low = ctx.gemm_dtype
+        with _no_autocast(h0.device.type, low is not None):
+            kind, w, packed = _operands(_recurrent(weight_hh, B, T, True, low))
+            dG, dh0, dc0 = ext.backward(dout, dh_last, dc_last, ddf, ddi, gates, P, M, cs,
+                                        tanh_c, kind, w, packed, ctx.symmetric)
+            dU = None
+            if need[3]:     # δU = Σ_t δz_tᵀ h_{t-1}: one (G, T·B)·(T·B, H) product
+                hs = torch.cat((h0.unsqueeze(0), out[:-1])) if T > 1 else h0.unsqueeze(0)
+                if low is None:
+                    dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
+                else:
+                    dU = matmul(dG.view(-1, G).to(low).t(),
+                                hs.reshape(-1, H).to(low)).to(weight_hh.dtype)
+        return (dG if need[0] else None, dh0 if need[1] else None, dc0 if need[2] else None,
+                dU, None, None, None)
+
+
+def _runs_here(x: Tensor, tensors: tuple[Tensor, ...]) -> bool:
+    """CPU tensors of one float32/float64 dtype, and the extension loaded."""
+    return (x.device.type == "cpu" and x.dtype in _DTYPES
+            and all(t.dtype == x.dtype and t.device.type == "cpu" for t in tensors)
+            and _extension() is not None)
+
+
+def onlstm_cxx_sequence(
+    x: Tensor,
+    state: tuple[Tensor, Tensor],
+    weight_ih: Tensor,
+    bias_ih: Tensor,
+    weight_hh: Tensor,
+    bias_hh: Tensor,
+    n_levels: int,
+    master_input: str,
+) -> tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]:
+    """Fused ON-LSTM layer with the C++ loops: :func:`onlstm_cpu_sequence`'s contract and
+    numbers; runs that function instead where the C++ loop does not apply (see the module
+    docstring)."""
+    h0, c0 = state
+    if not _runs_here(x, (h0, c0, weight_ih, bias_ih, weight_hh, bias_hh)):
+        return onlstm_cpu_sequence(x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels,
+                                   master_input)
+    if master_input not in ("paper", "symmetric"):
+        raise ValueError(f"unknown master_input {master_input!r}")
+    low = autocast_dtype("cpu")
+    if low is None:
+        xp = linear(x, weight_ih, bias_ih + bias_hh)          # all steps' input part, one GEMM
+    else:                       # autocast's product, then the recurrence in float32
+        xp = F.linear(x, weight_ih, bias_ih + bias_hh).float()
+        h0, c0 = h0.float(), c0.float()
+    symmetric = master_input == "symmetric"
+    grad = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (xp, h0, c0, weight_hh)
+    )
+    with _no_autocast("cpu", low is not None):
+        if grad:
+            out, h, c, df, di = CxxONLSTMFunction.apply(
+                xp, h0, c0, weight_hh, n_levels, symmetric, low
+            )
+        else:
+            T, B, _ = xp.shape
+            ext = _extension()
+            assert ext is not None
+            kind, w, packed = _operands(_recurrent(weight_hh, B, T, False, low))
+            out, c, df, di, _ = ext.forward(xp, h0, c0, kind, w, packed, n_levels, symmetric,
+                                            False)
+            h = out[-1]
+    return out, (h, c), {"df": df, "di": di}

@@ -1,0 +1,2 @@
+"""``treelm serve``: a local web page over trained runs (:mod:`treelm.serve.server`; the page in
+``static/``). It reaches the runs through the Python API (:mod:`treelm.api`) only."""

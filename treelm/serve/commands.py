@@ -1,0 +1,60 @@
+"""``treelm serve``: the local page over trained runs (:mod:`treelm.serve.server`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from typing import Any
+
+from treelm.errors import TreelmError
+
+SERVE_EPILOG = """examples:
+  treelm serve runs/onlstm                       # then open http://127.0.0.1:8000/
+  treelm serve runs/onlstm runs/de-en runs/atis-elman --port 8080
+"""
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from treelm.serve.server import App, make_server
+
+    if not 0 <= args.port <= 65535:
+        raise TreelmError(f"--port must be from 0 to 65535, got {args.port}")
+    app = App.open(args.runs, args.checkpoint)
+    try:
+        server = make_server(app, args.host, args.port, quiet=not args.log)
+    except OSError as e:
+        raise TreelmError(f"cannot listen on {args.host}:{args.port} ({e.strerror})") from None
+    host, port = server.server_address[:2]
+    names = ", ".join(f"{r['name']} ({r['task']})" for r in app.runs())
+    print(f"treelm: serving {names} at http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print("treelm: warning: listening beyond this machine; anyone who reaches it can use "
+              "the runs", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
+def add_serve(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "serve", help="a local web page to look at trained runs (trees, gates, translations)",
+        description=textwrap.fill(
+        "Serve a page (and the JSON endpoints of docs/serve.md) over the runs given: "
+        "type a sentence and see the tree a language model's ON-LSTM layers induce under both "
+        "tree rules with the gate levels of every layer, sample text and the next-symbol "
+        "probabilities; a translation run's translation, its attention and (ON-LSTM encoder) "
+        "the source tree; a tagging run's slots. Runs are opened once and named by their "
+        "directory; nothing is fetched from the network.", 79),
+        epilog=SERVE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", metavar="RUN", help="trained run directories")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free one)")
+    p.add_argument("--checkpoint", choices=["best", "last"], default="best",
+                   help="which weights of each run (default best)")
+    p.add_argument("--log", action="store_true", help="print one line per request on stderr")
+    p.set_defaults(func=cmd_serve)
+    return p

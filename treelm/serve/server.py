@@ -1,0 +1,316 @@
+"""The HTTP side of ``treelm serve``: a page and JSON endpoints over runs opened with the API.
+
+Shape. The runs are opened once, at start, from the paths on the command line, and named by their
+directory (``runs/onlstm`` -> ``onlstm``; a repeated name gets ``-2``, ``-3``…). A request names a
+run by that name only: the server never opens a path a client sends, and it serves its page and
+scripts from a fixed table read at start (nothing from a CDN: the page works offline). Standard
+library only (``http.server.ThreadingHTTPServer``); each run's object holds a lock, so one request
+at a time computes on a run while the others wait.
+
+Requests. ``GET /`` the page, ``GET /static/<file>`` its script and style, ``GET /api/runs`` the
+runs with what each supports, and ``POST /api/<method>`` with a JSON object (docs/serve.md lists
+the fields): ``parse``, ``score``, ``generate``, ``probe``, ``tag``, ``translate``. Input is bounded
+(``MAX_BODY`` bytes, ``MAX_CHARS`` characters and ``MAX_WORDS`` whitespace-separated words per
+sentence, ``MAX_LENGTH`` generated symbols, ``MAX_BEAM``, ``MAX_TOP``). Every error is
+``{"error": "<one line>"}`` with a 4xx status (a bug: 500 with the exception's type, the traceback
+on the server's stderr only), and the server goes on serving.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from treelm.api.model import TreelmModel, UnsupportedMethodError, load
+from treelm.errors import TreelmError
+
+MAX_BODY = 64 * 1024        # bytes of one request body
+MAX_CHARS = 1000            # characters of one sentence, prompt or prefix
+MAX_WORDS = 100             # whitespace-separated words of one sentence
+MAX_LENGTH = 400            # symbols generated per request
+MAX_BEAM = 10
+MAX_TOP = 50                # next symbols listed by probe
+STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+          "style.css": "text/css; charset=utf-8"}
+
+
+class RequestError(Exception):
+    """A bad request: its HTTP status and a one-line message for the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def run_names(paths: Sequence[str | Path]) -> list[str]:
+    """A name per run directory: its last component, ``-2``, ``-3``… appended on repeats."""
+    names: list[str] = []
+    for p in paths:
+        base = Path(p).name or Path(p).resolve().name or "run"      # "." names its folder
+        name, k = base, 1
+        while name in names:
+            k += 1
+            name = f"{base}-{k}"
+        names.append(name)
+    return names
+
+
+# ----------------------------------------------------------------------------- request fields
+def _text(body: dict[str, Any], key: str, *, empty: bool = False) -> str:
+    value = body.get(key, "" if empty else None)
+    if value is None:
+        raise RequestError(400, f"missing field {key!r}")
+    if not isinstance(value, str):
+        raise RequestError(400, f"{key!r} must be a string")
+    if not empty and not value.strip():
+        raise RequestError(400, f"{key!r} is empty")
+    if len(value) > MAX_CHARS:
+        raise RequestError(413, f"{key!r} has {len(value)} characters; at most {MAX_CHARS}")
+    words = len(value.split())
+    if words > MAX_WORDS:
+        raise RequestError(413, f"{key!r} has {words} words; at most {MAX_WORDS}")
+    return value
+
+
+def _int(body: dict[str, Any], key: str, default: int | None, lo: int, hi: int) -> int | None:
+    value = body.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise RequestError(400, f"{key!r} must be an integer from {lo} to {hi}")
+    return value
+
+
+def _float(body: dict[str, Any], key: str, default: float | None, lo: float,
+           hi: float) -> float | None:
+    value = body.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise RequestError(400, f"{key!r} must be a number from {lo} to {hi}")
+    return float(value)
+
+
+def _choice(body: dict[str, Any], key: str, default: str, choices: Sequence[str]) -> str:
+    value = body.get(key, default)
+    if value not in choices:
+        raise RequestError(400, f"{key!r} must be one of {', '.join(choices)}")
+    return value
+
+
+# ----------------------------------------------------------------------------- the endpoints
+def tree_view(m: TreelmModel, sentence: str, direction: str = "forward") -> dict[str, Any]:
+    """What the page draws for a sentence: tokens, the levels of every ON-LSTM layer and the
+    tree of every layer under both rules (the API's ``levels`` and ``SentenceLevels.tree``, the
+    path of ``parse``)."""
+    from treelm.syntax.trees import TREE_STYLES
+
+    lv = m.levels(sentence, direction=direction)
+    return {"tokens": lv.tokens, "unknown": lv.unknown, "layers": list(lv.layers),
+            "default_layer": m.default_layer,
+            "df": [[round(float(x), 5) for x in row] for row in lv.df],
+            "di": [[round(float(x), 5) for x in row] for row in lv.di],
+            "trees": {style: {str(k): lv.tree(k, style) for k in lv.layers}
+                      for style in TREE_STYLES}}
+
+
+def _parse(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
+    m.require("parse")
+    direction = _choice(body, "direction", "forward", ("forward", "backward"))
+    return tree_view(m, _text(body, "sentence"), direction)
+
+
+def _score(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
+    m.require("score")
+    return {"logprob": m.score([_text(body, "sentence")])[0]}
+
+
+def _generate(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
+    m.require("generate")
+    text = m.generate(_text(body, "prompt", empty=True),
+                      _int(body, "length", 50, 0, MAX_LENGTH) or 0,
+                      temperature=_float(body, "temperature", 1.0, 0.0, 100.0) or 0.0,
+                      top_k=_int(body, "top_k", None, 1, 1_000_000),
+                      top_p=_float(body, "top_p", None, 1e-9, 1.0),
+                      seed=_int(body, "seed", 0, 0, 2**31 - 1) or 0, unk="map")
+    return {"text": text}
+
+
+def _probe(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
+    m.require("probe")
+    rows = m.probe(_text(body, "prefix", empty=True), _int(body, "k", 5, 1, MAX_TOP) or 5,
+                   unk="map")
+    return {"next": [{"symbol": s, "prob": round(p, 6)} for s, p in rows]}
+
+
+def _tag(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
+    m.require("tag")
+    return m.tag([_text(body, "sentence")])[0]
+
+
+def _translate(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
+    m.require("translate")
+    sentence = _text(body, "sentence")
+    beam = _int(body, "beam", 5, 1, MAX_BEAM) or 5
+    att = m.attention(sentence, beam=beam, unk="map")      # one search: its text and weights
+    out: dict[str, Any] = {
+        "translation": att.text,
+        "attention": {"source": att.source, "target": att.target,
+                      "weights": [[[round(float(x), 4) for x in row] for row in layer]
+                                  for layer in att.weights]}}
+    if "parse" in m.supports:             # an ON-LSTM encoder: the source tree too
+        out["source_tree"] = tree_view(m, sentence)
+    return out
+
+
+ENDPOINTS: dict[str, Callable[[TreelmModel, dict[str, Any]], dict[str, Any]]] = {
+    "parse": _parse, "score": _score, "generate": _generate, "probe": _probe, "tag": _tag,
+    "translate": _translate}
+
+
+class App:
+    """The runs and the answer to each request, apart from HTTP (``handle``)."""
+
+    def __init__(self, models: dict[str, TreelmModel]) -> None:
+        self.models = models
+        here = Path(__file__).parent / "static"
+        self.static = {name: (here / name).read_bytes() for name in STATIC}
+
+    @classmethod
+    def open(cls, paths: Sequence[str | Path], checkpoint: str = "best") -> App:
+        return cls({name: load(p, checkpoint) for name, p in zip(run_names(paths), paths)})
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [{"name": name, "task": m.task, "supports": list(m.supports),
+                 "layers": list(m.layers), "default_layer": m.default_layer}
+                for name, m in self.models.items()]
+
+    def get(self, path: str) -> tuple[int, str, bytes]:
+        if path in ("/", "/index.html"):
+            return 200, STATIC["index.html"], self.static["index.html"]
+        if path.startswith("/static/") and path[len("/static/"):] in STATIC:
+            name = path[len("/static/"):]
+            return 200, STATIC[name], self.static[name]
+        if path == "/api/runs":
+            return _json(200, {"runs": self.runs()})
+        if path.startswith("/api/") and path[len("/api/"):] in ENDPOINTS:
+            raise RequestError(405, f"{path} takes POST with a JSON object")
+        raise RequestError(404, f"no such page: {path}")
+
+    def post(self, path: str, raw: bytes) -> tuple[int, str, bytes]:
+        method = path[len("/api/"):] if path.startswith("/api/") else ""
+        if method not in ENDPOINTS:
+            if path == "/api/runs":
+                raise RequestError(405, "/api/runs takes GET")
+            raise RequestError(404, f"no such endpoint: {path}")
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise RequestError(400, f"the body is not JSON ({e})") from None
+        if not isinstance(body, dict):
+            raise RequestError(400, "the body must be a JSON object")
+        name = body.get("run")
+        if name is None and len(self.models) == 1:
+            name = next(iter(self.models))
+        if not isinstance(name, str) or name not in self.models:
+            known = ", ".join(self.models)
+            raise RequestError(404, f"no run named {name!r}; runs: {known}")
+        m = self.models[name]
+        try:
+            return _json(200, {"run": name, **ENDPOINTS[method](m, body)})
+        except UnsupportedMethodError as e:
+            raise RequestError(400, f"run {name!r}: {e}") from None
+        except TreelmError as e:
+            raise RequestError(400, str(e)) from None
+
+
+def _json(status: int, obj: Any) -> tuple[int, str, bytes]:
+    return status, "application/json", json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+
+class Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive; every answer has a Content-Length."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "treelm"
+    app: App            # set on the subclass made by make_server
+    quiet = True
+
+    def _answer(self, status: int, ctype: str, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        # the page's own script and style only: nothing is fetched from elsewhere
+        self.send_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _error(self, status: int, message: str) -> None:
+        self._answer(*_json(status, {"error": message}))
+
+    def _serve(self, work: Callable[[], tuple[int, str, bytes]]) -> None:
+        try:
+            self._answer(*work())
+        except RequestError as e:
+            self._error(e.status, str(e))
+        except Exception as e:          # a bug: the client gets one line, the log the rest
+            traceback.print_exc(file=sys.stderr)
+            self._error(500, f"internal error ({type(e).__name__}); see the server's log")
+
+    def _path(self) -> str:
+        return self.path.split("?", 1)[0]
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self._serve(lambda: self.app.get(self._path()))
+
+    do_HEAD = do_GET
+
+    def do_POST(self) -> None:  # noqa: N802
+        def work() -> tuple[int, str, bytes]:
+            size = self.headers.get("Content-Length")
+            if size is None or not size.isdigit():
+                self.close_connection = True
+                raise RequestError(411, "a POST needs a Content-Length")
+            if int(size) > MAX_BODY:
+                self.close_connection = True        # the body is left unread
+                raise RequestError(413, f"the body has {size} bytes; at most {MAX_BODY}")
+            body = self.rfile.read(int(size))
+            # JSON only: another page in the browser cannot post here without a CORS preflight,
+            # which is not answered
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if ctype != "application/json":
+                raise RequestError(415, "a POST body must be sent as Content-Type: "
+                                   "application/json")
+            return self.app.post(self._path(), body)
+
+        self._serve(work)
+
+    def _not_allowed(self) -> None:
+        self.close_connection = True
+        self._error(405, f"{self.command} is not served; use GET or POST")
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        if not self.quiet:
+            super().log_message(format, *args)
+
+
+def make_server(app: App, host: str = "127.0.0.1", port: int = 8000,
+                quiet: bool = True) -> ThreadingHTTPServer:
+    """A threading server of ``app`` bound to ``host:port`` (port 0: any free one; the bound
+    port is ``server.server_address[1]``). ``serve_forever()`` runs it."""
+    handler = type("TreelmHandler", (Handler,), {"app": app, "quiet": quiet})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server

@@ -1,0 +1,95 @@
+"""Tree F1 while a language model trains (``train.eval_parse``).
+
+At every validation the trainer asks a :class:`ParseTracker` for the sentence F1 of the trees
+read off each ON-LSTM layer ``k`` under each tree rule ``r`` on a treebank of gold trees:
+
+    parse_f1/r/Lk = (1/S) Σ_s F1(brackets(build_tree(d_f^k(s), r)), brackets(gold(s)))
+
+the number ``treelm eval-parse RUN --treebank T --style r`` reports for layer ``k`` (the same
+functions compute it: :func:`treelm.syntax.levels.sentence_levels`,
+:func:`treelm.syntax.trees.build_tree`, :func:`treelm.syntax.metrics.sentence_f1`), as a
+fraction. The figures are logged beside the validation loss, never used to choose a checkpoint:
+the model never sees trees, and selection stays on the validation loss.
+
+Shaped for a training loop: the treebank is read and checked once, when the tracker is made
+(so a missing treebank, a treebank with no sentence, or a layer without master gates stops a
+run before its first batch, in one line); each evaluation runs the model once over the
+sentences for the levels of every layer, then only builds trees and counts brackets per rule
+and layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch import nn
+
+from treelm.errors import TreelmError
+from treelm.syntax.levels import onlstm_layers, sentence_levels
+from treelm.syntax.metrics import sentence_f1
+from treelm.syntax.report import load_golds
+from treelm.syntax.trees import TREE_STYLES, build_tree
+
+
+def score_key(rule: str, layer: int) -> str:
+    """The metrics key of layer ``layer``'s sentence F1 under ``rule``: ``parse_f1/official/L2``."""
+    return f"parse_f1/{rule}/L{layer}"
+
+
+class ParseTracker:
+    """Sentence F1 per tree rule and ON-LSTM layer of a model on a fixed set of gold trees.
+
+    Args:
+        treebank: what :func:`treelm.data.treebank.load_treebank` reads (``nltk-dev``, ``nltk``,
+            a ``.mrg`` file, a directory, a glob).
+        model: the language model to be scored (its ON-LSTM layers are checked here).
+        layers: 1-based ON-LSTM layers to score, or ``"all"``.
+        rules: tree rules (styles of :func:`~treelm.syntax.trees.build_tree`).
+        max_len: keep sentences of at most this many words (``None``: all).
+        max_sentences: keep the first this many sentences (after ``max_len``; ``None``: all).
+        batch_size: sentences per forward pass.
+
+    Raises:
+        TreelmError: the treebank is missing, malformed or left empty; a layer has no master
+        gates; an unknown rule.
+    """
+
+    def __init__(self, treebank: str, model: nn.Module, layers: Sequence[int] | str = "all",
+                 rules: Sequence[str] = TREE_STYLES, max_len: int | None = None,
+                 max_sentences: int | None = None, batch_size: int = 256) -> None:
+        unknown = [r for r in rules if r not in TREE_STYLES]
+        if unknown or not rules:
+            raise TreelmError(f"tree rules {list(rules)}: choose among {', '.join(TREE_STYLES)}")
+        available = onlstm_layers(model)
+        chosen = list(available) if layers == "all" else list(layers)
+        missing = [k for k in chosen if k not in available]
+        if missing:
+            raise TreelmError(f"layer(s) {', '.join(map(str, missing))} have no master gates; "
+                              f"this model's ON-LSTM layers are {', '.join(map(str, available))}")
+        golds = load_golds(treebank, max_len)
+        self.golds = golds[:max_sentences] if max_sentences else golds
+        self.treebank, self.layers, self.rules = treebank, chosen, list(rules)
+        self.batch_size = batch_size
+
+    def keys(self) -> list[str]:
+        """The metrics keys :meth:`scores` returns, rule by rule, layer by layer."""
+        return [score_key(r, k) for r in self.rules for k in self.layers]
+
+    def scores(self, model: nn.Module, vocab: Any) -> dict[str, float]:
+        """``{parse_f1/<rule>/L<k>: sentence F1}`` of ``model`` now (words outside ``vocab``
+        read as ``<unk>``, as ``eval-parse`` reads them); the model's mode is kept."""
+        words = [g.words for g in self.golds]
+        levels = sentence_levels(model, vocab, words, self.batch_size)
+        out: dict[str, float] = {}
+        for rule in self.rules:
+            for k in self.layers:
+                row = levels[0].row(k)
+                trees = [build_tree(lv.df[row], w, rule) for lv, w in zip(levels, words)]
+                out[score_key(rule, k)] = sentence_f1(trees, self.golds).f1
+        return out
+
+    def describe(self, scores: dict[str, float]) -> str:
+        """One progress line of ``scores``, in percent: ``official L1 22.6 L2 27.6 | split ...``."""
+        return " | ".join(f"{r} " + " ".join(f"L{k} {100 * scores[score_key(r, k)]:.1f}"
+                                             for k in self.layers) for r in self.rules)
