@@ -585,6 +585,8 @@ def test_resume_of_a_finished_run_says_so_and_trains_nothing(tiny_run, tmp_path,
         f"treelm: {run} is finished (all 1 epochs done): nothing to train (raise train.epochs, "
         f"train.max_minutes or train.max_units on the command line to train on)")
     assert (run / "checkpoint.json").read_text() == before
+    from treelm.rundir.files import read_metrics
+    assert read_metrics(run, "done")          # the log still ends as the finished run did
     step = json.loads(before)["last"]
     assert main(["train", "--resume", str(run), "--quiet", "train.epochs=2"]) == 0
     cap = capsys.readouterr()

@@ -301,6 +301,7 @@ class Trainer:
             self.tell(f"treelm: {self.files.path} is finished ({self.finished}): nothing to "
                       f"train (raise train.epochs, train.max_minutes or train.max_units on the "
                       f"command line to train on)")
+            self.event("done", **self._summary())   # the resume cut it from the log: put back
             self._leave_group()
             return None
         self.say(f"treelm: {self.signature.get('cell', '')} {self.signature.get('type')} with "
@@ -336,6 +337,12 @@ class Trainer:
                      f"treelm train --resume {self.files.path} continues from there")
             self._leave_group()
             return {"interrupted": True, "step": self.s.step, "elapsed": self.s.elapsed}
+        summary = self._summary()
+        self.event("done", **summary)
+        self._leave_group()
+        return summary
+
+    def _summary(self) -> dict[str, Any]:
         s = self.s
         summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
                    "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1,
@@ -346,8 +353,6 @@ class Trainer:
             for p in self.model.parameters():
                 h.update(p.detach().cpu().numpy().tobytes())
             summary["rank_digests"] = D.gather_objects(h.hexdigest(), self.dist)
-        self.event("done", **summary)
-        self._leave_group()
         return summary
 
     def _leave_group(self) -> None:
