@@ -28,12 +28,16 @@ def markdown(report: dict[str, Any], names: list[str]) -> str:
     out = ["| phenomenon | construction | pairs | " + " | ".join(names) + " |",
            "| --- | --- | ---: | " + " | ".join("---:" for _ in names) + " |"]
     for c in report["constructions"]:
-        accs = [f"{r['constructions'][c['name']]['accuracy']:.3f}" for r in report["runs"]]
+        accs = [_acc(r['constructions'][c['name']]['accuracy']) for r in report["runs"]]
         out.append(f"| {c['phenomenon']} | {c['label']} | {c['pairs']} | " + " | ".join(accs)
                    + " |")
     out.append("| | mean over constructions | | " + " | ".join(
-        f"{r['mean_accuracy']:.3f}" for r in report["runs"]) + " |")
+        _acc(r['mean_accuracy']) for r in report["runs"]) + " |")
     return "\n".join(out)
+
+
+def _acc(a: float | None) -> str:
+    return "-" if a is None else f"{a:.3f}"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

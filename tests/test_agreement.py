@@ -149,6 +149,44 @@ def test_batched_scores_equal_one_sentence_at_a_time(cell, opts):
             assert got == pytest.approx(total, abs=1e-4)
 
 
+def test_difference_is_what_remains_after_common_prefix_and_suffix():
+    from treelm.suite.report import difference
+
+    assert difference([0, 5, 6, 7, 0], [0, 5, 8, 7, 0]) == ([6], [8])
+    assert difference([0, 5, 6, 0], [0, 5, 6, 0]) == ([], [])
+    assert difference([0, 5, 0], [0, 5, 6, 0]) == ([], [6])           # one word more
+    assert difference([0, 1, 2, 0], [0, 3, 4, 0]) == ([1, 2], [3, 4])
+    assert difference([0, 7, 7, 0], [0, 7, 0]) == ([7], [])            # no overlap counted twice
+
+
+def test_ties_and_unk_differences_are_left_out_of_the_accuracy():
+    """Hand-made pairs on a tiny untrained model: each pair's class is known in advance, and
+    ``correct`` is checked against the scores taken one sentence at a time."""
+    from treelm.suite.pairs import Pair
+    from treelm.suite.report import score_run
+
+    torch.manual_seed(0)
+    vocab = Vocab(["<eos>", "<unk>", *"the cat cats sat sits on a mat".split()])
+    model = RNNLM(len(vocab), cell="lstm", sizes=[8, 12, 8])
+    tok = WordTokenizer()
+    pairs = [Pair("c", "the cat sits", "the cat sat"),          # known difference: scored
+             Pair("c", "the cats sat", "the cat sat"),          # scored
+             Pair("c", "the zebra sat", "the zebras sat"),      # both unknown: same ids
+             Pair("c", "the cat sat", "the cat purrs"),         # one side unknown
+             Pair("c", "a zebra sat", "a zebra sits"),          # <unk> shared, known difference
+             Pair("c", "the mat", "the mat")]                   # a tie (one sentence twice)
+    s = score_run(model, vocab, tok, pairs, batch_size=3)["c"]
+    logp, _ = sentence_logprobs(model, vocab, tok, [x for p in pairs
+                                                    for x in (p.grammatical, p.ungrammatical)], 1)
+    right = [bool(logp[2 * i] > logp[2 * i + 1]) for i in (0, 1, 4)]
+    assert s["pairs"] == 6 and s["unk_in_difference"] == 2 and s["ties"] == 1
+    assert s["scored"] == 3 and s["correct"] == sum(right)
+    assert s["accuracy"] == round(sum(right) / 3, 4)
+    assert s["pairs_with_unk"] == 3 and s["unk_tokens"] == 5
+    only_unk = score_run(model, vocab, tok, pairs[2:4], batch_size=3)["c"]
+    assert only_unk["scored"] == 0 and only_unk["accuracy"] is None
+
+
 # ----------------------------------------------------------------------------- --pairs files
 def test_pairs_file_header_blank_lines_and_errors(tmp_path):
     f = tmp_path / "p.tsv"
@@ -196,10 +234,13 @@ def test_cli_prints_the_table_and_writes_json(tiny_run, tmp_path, capsys):
     assert len(report["runs"]) == 2 and report["runs"][0] == report["runs"][1]
     run = report["runs"][0]
     for s in run["constructions"].values():
-        assert s["pairs"] == 4 and 0 <= s["correct"] <= 4
-        assert s["accuracy"] == round(s["correct"] / 4, 4)
-    assert run["mean_accuracy"] == pytest.approx(
-        sum(s["accuracy"] for s in run["constructions"].values()) / 15, abs=1e-4)
+        assert s["pairs"] == 4 and 0 <= s["correct"] <= s["scored"]
+        assert s["scored"] + s["ties"] + s["unk_in_difference"] == 4
+        assert s["accuracy"] == (round(s["correct"] / s["scored"], 4) if s["scored"] else None)
+    accs = [s["accuracy"] for s in run["constructions"].values() if s["scored"]]
+    assert run["mean_accuracy"] == pytest.approx(sum(accs) / len(accs), abs=1e-4)
+    assert run["scored"] == sum(s["scored"] for s in run["constructions"].values())
+    assert "left out: <unk> in the difference" in table and "left out: ties" in table
     # the same pairs through --json - : JSON on stdout, the table on stderr
     assert main(["suite", "agreement", str(tiny_run), "--max-per-construction", "4",
                  "--json", "-"]) == 0
@@ -224,8 +265,10 @@ def test_cli_scores_a_pairs_file_and_counts_unk(tiny_run, tmp_path, capsys):
     assert [c["name"] for c in report["constructions"]] == ["known", "unknown"]
     assert s["known"]["unk_tokens"] == 0 and s["unknown"]["unk_tokens"] == 4
     assert s["unknown"]["pairs_with_unk"] == 2
-    # both differing words are <unk>: the same ids, a tie, counted as wrong
-    assert s["unknown"]["ties"] >= 1 and s["unknown"]["correct"] <= 1
+    # both differing words are <unk>: the same ids, left out; the other pair's <unk> is shared
+    # by both sentences and its difference (is / are) is known: scored
+    assert s["unknown"]["unk_in_difference"] == 1 and s["unknown"]["scored"] == 1
+    assert s["known"]["scored"] == 1 and s["known"]["accuracy"] in (0.0, 1.0)
 
 
 def test_cli_refuses_a_run_of_another_task(tiny_run, tmp_path, capsys):

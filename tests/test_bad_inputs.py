@@ -334,7 +334,7 @@ CASES: list[tuple[Any, ...]] = [
     # ---------------------------------------------------------------- gradflow
     ("gradflow-none", ["gradflow"], "needs either --runs"),
     ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),
-    ("gradflow-png-dir", ["gradflow", "--cells", "elman", "--png", "{tmp}"], "is a directory"),
+    ("gradflow-png-dir", ["gradflow", "--cells", "elman", "-o", "{tmp}"], "is a directory"),
     ("gradflow-csv", ["gradflow", "--cells", "elman", "--csv", "{tmp}/g.txt"], "end in .csv"),
     ("gradflow-tensor", ["gradflow", "--cells", "tensor", "--hidden", "2000"], "M·H²"),
     ("gradflow-length", ["gradflow", "--cells", "elman", "--length", "0"], "must be >= 1"),
@@ -495,3 +495,209 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.startswith("treelm 0.")
+
+
+# ---------------------------------------------------------------- a run's life (issue 25): one
+# writer, finished runs, what a resume says, results on stdout, files only where asked, examples
+def _one_error_line(err: str, *expected: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("treelm: error: "), err
+    assert "Traceback" not in err and all(e in lines[0] for e in expected), lines[0]
+    return lines[0]
+
+
+def test_second_writer_on_a_locked_run_is_one_line_naming_the_holder(tiny_run, tmp_path,
+                                                                      capsys):
+    """A live process holds the run's lock (here: this one, through another open file: flock
+    conflicts per open file); train --resume and train --force stop with one line naming it,
+    and write nothing."""
+    import shutil
+
+    from treelm.rundir.files import RunFiles
+    from treelm.rundir.lock import RunLock
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    before = sorted(p.name for p in (run / "ckpt").iterdir())
+    lock = RunLock(RunFiles(run).lock)
+    assert lock.acquire() is None
+    try:
+        capsys.readouterr()
+        for argv in (["train", "--resume", str(run)],
+                     ["train", "--config", "configs/tiny-lm.yaml", "--out", str(run), "--force",
+                      "--quiet", "train.epochs=1"]):
+            assert main(argv) == 2
+            _one_error_line(capsys.readouterr().err, "another treelm process is writing",
+                            f"pid {os.getpid()} on ", "started ")
+        assert sorted(p.name for p in (run / "ckpt").iterdir()) == before
+    finally:
+        lock.release()
+    assert not RunFiles(run).lock.exists()
+
+
+def test_a_killed_holders_lock_is_taken_over_with_a_note(tiny_run, tmp_path, capsys):
+    """SIGKILL leaves the lock file (with the dead holder's details) but the kernel drops its
+    flock: the next writer takes it over and says whose it was."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    from treelm.rundir.files import RunFiles
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from treelm.rundir.lock import RunLock; "
+         "RunLock(sys.argv[1]).acquire(); print('locked', flush=True); time.sleep(60)",
+         str(RunFiles(run).lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert main(["train", "--resume", str(run)]) == 2        # alive: refused
+        _one_error_line(capsys.readouterr().err, f"pid {holder.pid} ")
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert RunFiles(run).lock.exists()
+    assert main(["train", "--resume", str(run)]) == 0            # the run is finished: no train
+    err = capsys.readouterr().err
+    assert f"took over a stale lock of {run} (pid {holder.pid} on " in err
+    assert "no longer running" in err and "is finished" in err
+    assert not RunFiles(run).lock.exists()
+
+
+def test_resume_of_a_finished_run_says_so_and_trains_nothing(tiny_run, tmp_path, capsys):
+    """Epochs done: one line, exit 0, no training (the checkpoints stay as they were); raising
+    train.epochs on the command line trains on, and the resume says from where. --quiet keeps
+    the result JSON on stdout."""
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    before = (run / "checkpoint.json").read_text()
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    lines = cap.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0] == (
+        f"treelm: {run} is finished (all 1 epochs done): nothing to train (raise train.epochs, "
+        f"train.max_minutes or train.max_units on the command line to train on)")
+    assert (run / "checkpoint.json").read_text() == before
+    from treelm.rundir.files import read_metrics
+    assert read_metrics(run, "done")          # the log still ends as the finished run did
+    step = json.loads(before)["last"]
+    assert main(["train", "--resume", str(run), "--quiet", "train.epochs=2"]) == 0
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"treelm: resuming {run} from step ")
+    assert "(epoch 2, " in err[0] and step != json.loads((run / "checkpoint.json").read_text())[
+        "last"]
+    summary = json.loads(cap.out)                 # --quiet: no progress, the result remains
+    assert summary["epochs"] == 2 and "best_valid_loss" in summary
+
+
+def test_a_spent_budget_is_not_trained_again_unless_raised(tmp_path, root, capsys):
+    """A run that stopped on train.max_minutes (here: before its first epoch ended) is finished
+    for --resume; train.max_minutes=null lifts the budget and it trains to its epochs."""
+    import json
+
+    from treelm.rundir.files import read_metrics
+
+    os.chdir(root)
+    run = tmp_path / "run"
+    assert main([*TRAIN[:-2], str(run), "--quiet", "train.epochs=1",
+                 "train.max_minutes=0.0001"]) == 0
+    valid = read_metrics(run, "valid")
+    assert valid[0].get("initial") and valid[0]["step"] == 0      # the measured validation
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is finished (its budget of 0.0001 min was spent)" in err[0]
+    assert main(["train", "--resume", str(run), "--quiet", "train.max_minutes=null"]) == 0
+    cap = capsys.readouterr()
+    assert "resuming" in cap.err and json.loads(cap.out)["epochs"] == 1
+
+
+def test_under_torchrun_the_result_prints_once(tmp_path, root):
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+           "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "treelm.cli", "train",
+           "--config", "configs/tiny-lm.yaml", "--out", str(tmp_path / "ddp"), "train.epochs=1",
+           "train.threads=1", "train.device=cpu", "train.precision=fp32"]
+    proc = subprocess.run(cmd, cwd=root, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stdout
+    assert len(json.loads(lines[0])["rank_digests"]) == 2
+
+
+def test_gradflow_writes_files_only_where_asked(tmp_path, capsys):
+    os.chdir(tmp_path)
+    assert main(["gradflow", "--cells", "elman", "--hidden", "8", "--length", "5",
+                 "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "lag 5:" in out and "wrote" not in out
+    assert list(tmp_path.iterdir()) == []
+    assert main(["gradflow", "--cells", "elman", "--hidden", "8", "--length", "5", "--batch",
+                 "2", "--csv", "g.csv"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["g.csv"]
+    assert capsys.readouterr().out.strip().endswith("wrote g.csv")
+
+
+def _subparsers(parser, path=("treelm",)):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from _subparsers(sub, (*path, name))
+
+
+def test_every_verb_help_has_examples():
+    """``treelm VERB --help`` ends with two or more example command lines, for every verb
+    (and ``suite``'s own suites)."""
+    from treelm.cli import build_parser
+
+    subs = list(_subparsers(build_parser()))
+    assert len(subs) >= 13
+    for path, sub in subs:
+        epilog = sub.epilog or ""
+        assert epilog.lower().startswith("example"), f"{' '.join(path)} --help: no examples"
+        examples = [ln for ln in epilog.splitlines() if ln.strip().startswith(
+            ("treelm ", "echo ", "torchrun ", "cat "))]
+        assert len(examples) >= 2, f"{' '.join(path)} --help: {len(examples)} example(s)"
+        assert all(path[1] in ln for ln in examples[:1]), (path, examples)
+
+
+def test_suite_pairs_tied_or_unk_are_counted_apart(tiny_run, tmp_path, capsys):
+    import json
+
+    from treelm.run import load_run
+
+    vocab = load_run(tiny_run).vocab
+    assert "the" in vocab and "company" in vocab and "zyzzyva" not in vocab
+    f = tmp_path / "pairs.tsv"
+    f.write_text("c\tthe company is\tthe company are\n"     # scored
+                 "c\tthe company is\tthe company is\n"      # a tie: one sentence twice
+                 "c\tthe zyzzyva is\tthe zyzzyvas is\n"     # identical after <unk> mapping
+                 "c\tthe company is\tthe zyzzyva is\n")     # <unk> on one side
+    assert main(["suite", "agreement", str(tiny_run), "--pairs", str(f), "--json", "-"]) == 0
+    cap = capsys.readouterr()
+    run = json.loads(cap.out)["runs"][0]
+    c = run["constructions"]["c"]
+    assert (c["pairs"], c["scored"], c["ties"], c["unk_in_difference"]) == (4, 1, 1, 2)
+    assert c["accuracy"] == float(c["correct"]) and run["mean_accuracy"] == c["accuracy"]
+    assert (run["scored"], run["ties"], run["unk_in_difference"]) == (1, 1, 2)
+    table = cap.err
+    assert "left out: ties" in table and "left out: <unk> in the difference" in table

@@ -259,6 +259,7 @@ def test_errors_are_one_line(run_dir, mrg, tmp_path, capsys):
 def test_run_without_onlstm_layers(tmp_path, capsys):
     run = tmp_path / "lstm"
     _train(run, "model.cell=lstm", "model.cell_options={}")
+    capsys.readouterr()                 # train's result JSON (printed under --quiet too)
     msg = _error(capsys, "parse", run, "the company")
     assert msg == ("treelm: error: this run's model has no ON-LSTM layers; tree induction "
                    "needs master gates")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import time
 
 from treelm.errors import TreelmError
 
@@ -66,8 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()     # a command's clock (train.max_minutes counts imports too)
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started = started
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

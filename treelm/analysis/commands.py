@@ -10,8 +10,9 @@ from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.run import add_run_options
 
 GRADFLOW_EPILOG = """examples:
-  treelm gradflow --cells elman lstm gru onlstm mrnn tensor --hidden 128 --length 100
-  treelm gradflow --runs runs/ptb-char-elman-1m runs/ptb-char-lstm-1m --data ptb-char
+  treelm gradflow --cells elman lstm gru --hidden 64 --length 50        # the table only
+  treelm gradflow --cells elman lstm gru onlstm mrnn tensor -o gradflow.png --csv gradflow.csv
+  treelm gradflow --runs runs/ptb-char-elman-1m runs/ptb-char-lstm-1m --data ptb-char -o flow.png
 """
 
 
@@ -24,8 +25,10 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
         raise TreelmError("gradflow needs either --runs RUN_DIR ... or --cells CELL ...")
     if args.length < 1 or args.batch < 1 or args.hidden < 1:
         raise TreelmError("--length, --batch and --hidden must be >= 1")
-    check_output(args.png, IMAGE_SUFFIXES, "plot")
-    check_output(args.csv, (".csv",), "table")
+    if args.output:
+        check_output(args.output, IMAGE_SUFFIXES, "plot")
+    if args.csv:
+        check_output(args.csv, (".csv",), "table")
     if args.threads:
         torch.set_num_threads(args.threads)
     results = flow_study(cells=args.cells, runs=args.runs, hidden=args.hidden,
@@ -37,10 +40,16 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
                                              for k in picks))
         for b in res.elman:
             print(f"{'':<12} Pascanu et al. 2013 bound, {b.describe()}")
-    write_csv(results, args.csv)
-    plot(results, args.png, study_title(bool(args.cells), args.length, args.batch, args.hidden,
-                                        args.data))
-    print(f"wrote {args.csv} and {args.png}")
+    written = []
+    if args.csv:
+        write_csv(results, args.csv)
+        written.append(args.csv)
+    if args.output:
+        plot(results, args.output, study_title(bool(args.cells), args.length, args.batch,
+                                               args.hidden, args.data))
+        written.append(args.output)
+    if written:
+        print(f"wrote {' and '.join(written)}")
     return 0
 
 
@@ -51,8 +60,9 @@ def add_gradflow(sub: Any) -> argparse.ArgumentParser:
             "Measure the mean norm of dL_T/dh_t against the lag T - t, where L_T is the "
             "cross-entropy loss of the last step only, for trained runs (--runs) or freshly "
             "initialised cells (--cells, one layer with one-hot input and a random decoder), "
-            "all on the same batch. Writes CSV (lag,cell,mean_grad_norm) and a log-scale "
-            "PNG; for the Elman SRN also reports the largest singular value of W_hh against "
+            "all on the same batch. Prints the norms at a few lags; writes every lag as CSV "
+            "(lag,cell,mean_grad_norm) with --csv and a log-scale plot with -o; for the "
+            "Elman SRN also reports the largest singular value of W_hh against "
             "the 1/gamma bound of Pascanu, Mikolov & Bengio (2013): vanishing is guaranteed "
             "when sigma_max < 1/gamma (gamma = 1 for tanh)."),
         epilog=GRADFLOW_EPILOG,
@@ -73,8 +83,9 @@ def add_gradflow(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--wrt", choices=["h", "state"], default="h",
                    help="differentiate w.r.t. the hidden vector h_t (default) or the whole "
                    "state, e.g. (h_t, c_t)")
-    g.add_argument("--csv", default="gradflow.csv", help="CSV output (gradflow.csv)")
-    g.add_argument("--png", default="gradflow.png", help="PNG output (gradflow.png)")
+    g.add_argument("-o", "--output", metavar="FILE.png", help="write the plot (.png, .pdf, "
+                   ".svg, .jpg) to FILE; nothing is written unless asked")
+    g.add_argument("--csv", metavar="FILE.csv", help="write the norms at every lag to FILE.csv")
     add_run_options(g)
     g.set_defaults(func=cmd_gradflow)
     return g

@@ -27,8 +27,10 @@ GENERATE_EPILOG = """examples:
   treelm generate runs/word-onlstm --prompt "the market" --length 30 --beam 5
 """
 
-PROBE_EPILOG = """example (Sutskever, Martens & Hinton 2011: "fixi" -> "n"):
+PROBE_EPILOG = """examples (Sutskever, Martens & Hinton 2011: "fixi" -> "n"):
   treelm probe runs/char-mrnn --prefix fixi --prefix breaki --top 5
+  treelm probe runs/onlstm --prefix "the company said" --top 10
+  treelm probe runs/char-lstm --prefix "the " --json > next.json
 """
 
 

@@ -10,9 +10,12 @@
     RUN/ckpt/N/model.safetensors      weights (safetensors: no pickle)
     RUN/ckpt/N/averaged.safetensors   NT-ASGD averaged weights, when active
     RUN/ckpt/N/trainer.pt             optimiser, RNG, loop and task state (weights_only=True)
+    RUN/train.lock             while `treelm train` writes the run: its flock and its pid, host
+                               and start time (one writer per run; :mod:`treelm.rundir.lock`)
 
 :mod:`treelm.rundir.files` owns the names and the metrics log, :mod:`treelm.rundir.checkpoint`
-the checkpoints. Nothing here knows about tasks or models beyond ``nn.Module``.
+the checkpoints, :mod:`treelm.rundir.lock` the writer's lock. Nothing here knows about tasks or
+models beyond ``nn.Module``.
 """
 
 from treelm.rundir.files import RunFiles, atomic_write_bytes, atomic_write_text, read_metrics

@@ -26,6 +26,7 @@ CKPT = "ckpt"
 WEIGHTS = "model.safetensors"
 AVERAGED = "averaged.safetensors"
 TRAINER = "trainer.pt"
+LOCK = "train.lock"
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -71,6 +72,11 @@ class RunFiles:
     @property
     def ckpt(self) -> Path:
         return self.path / CKPT
+
+    @property
+    def lock(self) -> Path:
+        """The writer's lock (:mod:`treelm.rundir.lock`), present while a writer holds it."""
+        return self.path / LOCK
 
     def vocab_path(self, role: str = "") -> Path:
         return self.path / _role("vocab.json", role)

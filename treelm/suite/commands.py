@@ -62,7 +62,9 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
 def add_suite(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("suite", help="targeted syntactic evaluation suites (minimal pairs)",
-                       description="Evaluation suites for language-model runs.")
+                       description="Evaluation suites for language-model runs: "
+                       "`treelm suite SUITE --help` explains each.",
+                       epilog=SUITE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     suites = p.add_subparsers(dest="suite", metavar="SUITE", required=True)
     a = suites.add_parser(
         "agreement", help="Marvin & Linzen (2018): agreement, reflexives, NPIs",

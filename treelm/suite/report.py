@@ -1,16 +1,30 @@
 """Score minimal pairs with trained language models: accuracy per construction, per run.
 
 A pair counts as correct when the model gives the grammatical sentence the higher whole-sentence
-log-probability, ``log p(good) > log p(bad)`` strictly (a tie, e.g. when the two differing words
-are both outside the vocabulary and read as ``<unk>``, counts as wrong), as in Marvin & Linzen's
-``analyze_results.py``. Sentence scores come from
+log-probability, ``log p(good) > log p(bad)``, as in Marvin & Linzen's ``analyze_results.py``.
+Two kinds of pair say nothing about the model and are counted apart, outside the accuracy:
+
+* **<unk> in the difference**: the span where the two sentences differ (their symbols, from the
+  run's tokenizer, after the common prefix and before the common suffix) holds a symbol outside
+  the vocabulary, read as ``<unk>``, on either side.
+  The model then compares a word with "some word it does not know", or, when both differing
+  words are unknown, two identical sentences (Marvin & Linzen's own pairs with a PTB model:
+  most of their verbs and nouns are outside the 10k words). An ``<unk>`` elsewhere in the
+  sentence is shared by both and leaves the pair scored (``pairs_with_unk`` counts those too).
+* **ties**: the two scores are exactly equal (in float64, summed position by position) although
+  the differing span is known, e.g. a "pair" of one sentence twice.
+
+``accuracy = correct / scored`` with ``scored = pairs − unk_in_difference − ties`` (null when
+nothing is left to score). Sentence scores come from
 :func:`treelm.decode.score.sentence_logprobs` (``<eos>`` + sentence + ``<eos>``, all positions
 summed). Every distinct sentence is scored once per run, however many pairs share it.
 
 The report (a JSON-ready dict) holds per construction its label, phenomenon, number of pairs
-and, for generated pairs, M&L's number; per run and construction the accuracy, correct pairs,
-ties, pairs with an ``<unk>`` and ``<unk>`` tokens; per run the mean of the construction
-accuracies (unweighted: a construction counts once however many pairs it has).
+and, for generated pairs, M&L's number; per run and construction the accuracy, correct and
+scored pairs, ties, pairs with ``<unk>`` in the difference, pairs with an ``<unk>`` anywhere and
+``<unk>`` tokens; per run the mean of the construction accuracies (unweighted: a construction
+counts once however many pairs it has; constructions with nothing scored are left out) and the
+totals of those counts.
 """
 
 from __future__ import annotations
@@ -40,29 +54,51 @@ def construction_rows(pairs: Sequence[Pair], generated: bool) -> list[dict[str, 
     return list(rows.values())
 
 
+COUNTS = ("pairs", "scored", "correct", "ties", "unk_in_difference", "pairs_with_unk",
+          "unk_tokens")
+
+
+def difference(a: Sequence[Any], b: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
+    """The spans where sequences ``a`` and ``b`` differ: what remains of each after their
+    longest common prefix and then their longest common suffix (both empty when ``a == b``)."""
+    n = min(len(a), len(b))
+    head = next((i for i in range(n) if a[i] != b[i]), n)
+    tail = 0
+    while tail < n - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    return a[head:len(a) - tail], b[head:len(b) - tail]
+
+
 def score_run(model: Any, vocab: Any, tokenizer: Any, pairs: Sequence[Pair],
               batch_size: int) -> dict[str, dict[str, Any]]:
-    """Per construction: accuracy, correct, pairs, ties, pairs_with_unk, unk_tokens."""
+    """Per construction: accuracy and :data:`COUNTS` (see the module docstring)."""
     from treelm.decode.score import sentence_logprobs
 
     index: dict[str, int] = {}
     for p in pairs:
         index.setdefault(p.grammatical, len(index))
         index.setdefault(p.ungrammatical, len(index))
-    logp, unks = sentence_logprobs(model, vocab, tokenizer, list(index), batch_size)
+    sentences = list(index)
+    logp, unks = sentence_logprobs(model, vocab, tokenizer, sentences, batch_size)
     logp, unks = logp.tolist(), unks.tolist()
+    symbols = [tokenizer.encode(x) for x in sentences]
     out: dict[str, dict[str, Any]] = {}
     for p in pairs:
         g, u = index[p.grammatical], index[p.ungrammatical]
-        s = out.setdefault(p.construction, {"pairs": 0, "correct": 0, "ties": 0,
-                                            "pairs_with_unk": 0, "unk_tokens": 0})
+        s = out.setdefault(p.construction, dict.fromkeys(COUNTS, 0))
         s["pairs"] += 1
-        s["correct"] += logp[g] > logp[u]
-        s["ties"] += logp[g] == logp[u]
         s["pairs_with_unk"] += (unks[g] + unks[u]) > 0
         s["unk_tokens"] += unks[g] + unks[u]
+        dg, du = difference(symbols[g], symbols[u])
+        if any(x not in vocab for x in (*dg, *du)):
+            s["unk_in_difference"] += 1
+        elif logp[g] == logp[u]:
+            s["ties"] += 1
+        else:
+            s["scored"] += 1
+            s["correct"] += logp[g] > logp[u]
     for s in out.values():
-        s["accuracy"] = round(s["correct"] / s["pairs"], 4)
+        s["accuracy"] = round(s["correct"] / s["scored"], 4) if s["scored"] else None
     return out
 
 
@@ -102,11 +138,10 @@ def agreement_report(run_dirs: Sequence[str], pairs_file: str | None = None, see
             check_unknown(pairs, r.vocab, r.tokenizer, UnknownSymbols(unk, f"{path}'s vocabulary"),
                           str(pairs_file))
         scores = score_run(r.model, r.vocab, r.tokenizer, pairs, batch_size)
-        accs = [scores[c["name"]]["accuracy"] for c in constructions]
+        accs = [a for c in constructions if (a := scores[c["name"]]["accuracy"]) is not None]
         runs.append({"run": str(path), "checkpoint": checkpoint, "constructions": scores,
-                     "mean_accuracy": round(sum(accs) / len(accs), 4),
-                     "pairs_with_unk": sum(s["pairs_with_unk"] for s in scores.values()),
-                     "unk_tokens": sum(s["unk_tokens"] for s in scores.values())})
+                     "mean_accuracy": round(sum(accs) / len(accs), 4) if accs else None,
+                     **{k: sum(s[k] for s in scores.values()) for k in COUNTS if k != "pairs"}})
     return {"suite": "agreement", **source, "scoring": SCORING,
             "pairs": len(pairs), "constructions": constructions, "runs": runs}
 
@@ -120,10 +155,10 @@ def run_names(paths: Sequence[str]) -> list[str]:
 def format_table(report: dict[str, Any], names: Sequence[str] | None = None) -> str:
     """Pairs and accuracy per construction, one column per run (headed by ``names`` or
     :func:`run_names`), constructions grouped by phenomenon; then the mean and the ``<unk>``
-    counts."""
+    counts, and the pairs left out of the accuracy."""
     runs = report["runs"]
     heads = list(names) if names else run_names([r["run"] for r in runs])
-    label_w = max([len(c["label"]) + 2 for c in report["constructions"]] + [26])
+    label_w = max([len(c["label"]) + 2 for c in report["constructions"]] + [34])
     col_w = [max(len(h), 6) for h in heads]
     orig = any(c["original_pairs"] for c in report["constructions"])
 
@@ -140,8 +175,15 @@ def format_table(report: dict[str, Any], names: Sequence[str] | None = None) -> 
             out.append(group)
         label = ("  " if c["phenomenon"] else "") + c["label"]
         out.append(line(label, str(c["pairs"]), str(c["original_pairs"] or ""),
-                        [f"{r['constructions'][c['name']]['accuracy']:.3f}" for r in runs]))
-    out.append(line("mean over constructions", "", "",
-                    [f"{r['mean_accuracy']:.3f}" for r in runs]))
+                        [_acc(r['constructions'][c['name']]['accuracy']) for r in runs]))
+    out.append(line("mean over constructions", "", "", [_acc(r["mean_accuracy"]) for r in runs]))
+    out.append(line("pairs scored", "", "", [str(r["scored"]) for r in runs]))
+    out.append(line("left out: <unk> in the difference", "", "",
+                    [str(r["unk_in_difference"]) for r in runs]))
+    out.append(line("left out: ties", "", "", [str(r["ties"]) for r in runs]))
     out.append(line("pairs with <unk>", "", "", [str(r["pairs_with_unk"]) for r in runs]))
     return "\n".join(out)
+
+
+def _acc(a: float | None) -> str:
+    return "-" if a is None else f"{a:.3f}"

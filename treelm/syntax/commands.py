@@ -61,8 +61,10 @@ EVAL_EPILOG = """examples:
   treelm eval-parse --baseline all --treebank nltk --max-len 10        # no model needed
 """
 
-PLOT_EPILOG = """example:
+PLOT_EPILOG = """examples:
   treelm plot runs/onlstm "the cat sat on the mat" -o levels.png --layer 2
+  treelm plot runs/onlstm "the cat sat on the mat" -o levels.pdf --gate input --scale shared
+  treelm plot runs/onlstm "the stock rose sharply" -o heat.png --no-tree --title ""
 """
 
 PLOT_TREE_EPILOG = """examples:

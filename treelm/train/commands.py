@@ -13,12 +13,14 @@ TRAIN_EPILOG = """examples:
   treelm train --config configs/tiny-lm.yaml --out runs/tiny
   treelm train --config configs/ptb-onlstm-cpu.yaml --out runs/onlstm train.max_minutes=60
   treelm train --resume runs/onlstm            # continue a stopped or killed run
+  treelm train --resume runs/onlstm train.max_minutes=120   # a finished run: raise its budget
 """
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from treelm.config import apply_overrides, load_config
     from treelm.rundir.files import RunFiles
+    from treelm.train.distributed import launched_rank
     from treelm.train.trainer import resume, train
 
     if args.resume:
@@ -26,7 +28,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise TreelmError("--resume takes the config from the run directory; drop --config")
         run = Path(args.resume)
         cfg = apply_overrides(load_config(RunFiles(run).config), args.overrides)
-        summary = resume(run, cfg, quiet=args.quiet)
+        summary = resume(run, cfg, quiet=args.quiet, started=args.started)
     else:
         if not args.config or not args.out:
             raise TreelmError("train needs --config FILE and --out RUN_DIR (or --resume RUN_DIR)")
@@ -34,8 +36,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if RunFiles(run).pointer.exists() and not args.force:
             raise TreelmError(f"{run} already holds a run; use --resume {run} or --force")
         cfg = apply_overrides(load_config(args.config), args.overrides)
-        summary = train(cfg, run, quiet=args.quiet)
-    if summary is not None and not args.quiet:
+        summary = train(cfg, run, quiet=args.quiet, started=args.started)
+    if summary is not None and launched_rank() == 0:    # under torchrun: one result, rank 0's
         print(json.dumps(summary))
     return 130 if summary and summary.get("interrupted") else 0
 
@@ -51,7 +53,8 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
     t.add_argument("--out", help="run directory to create")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint")
     t.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
-    t.add_argument("--quiet", action="store_true", help="no progress output")
+    t.add_argument("--quiet", action="store_true", help="no progress output (warnings, notes "
+                   "and the result JSON on stdout remain)")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     t.set_defaults(func=cmd_train)
     return t

@@ -60,7 +60,8 @@ class TrainConfig:
     lr_decay: float = 0.5            # plateau: multiply lr by this after `patience` bad evals
     patience: int = 1
     min_lr_frac: float = 0.0         # linear_*: final lr as a fraction of lr
-    max_minutes: float | None = None     # wall-time budget (training + evaluation)
+    max_minutes: float | None = None     # wall-time budget: startup, training, every evaluation,
+                                         # the final one included (train/budget.py)
     eval_every_minutes: float | None = None  # extra validations inside an epoch (a curve)
     save_every_minutes: float = 5.0
     save_every_batches: int | None = None

@@ -39,6 +39,11 @@ class Dist:
         return self.rank == 0
 
 
+def launched_rank() -> int:
+    """This process's rank as ``torchrun`` set it (0 outside torchrun): who prints results."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def setup(device: torch.device) -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:

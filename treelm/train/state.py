@@ -14,7 +14,7 @@ class LoopState:
 
     epoch: int = 1
     step: int = 0
-    elapsed: float = 0.0                 # seconds of training and evaluation
+    elapsed: float = 0.0                 # wall seconds: startup, training, evaluation, saves
     tokens: int = 0                      # units seen by all processes
     base_lr: float = 0.0                 # lr before schedules (plateau decays it)
     best: float = math.inf               # best primary score, signed so that lower is better
@@ -28,6 +28,9 @@ class LoopState:
     last_eval: float = 0.0               # elapsed time of the last validation
     metrics_bytes: int = 0               # length of metrics.jsonl at this state
     precision: str = ""                  # fp32 | bf16 as resolved at the start (pinned on resume)
+    valid_seconds: float = 0.0           # wall time of the last validation (budgets the final one)
+    stopped: str = ""                    # "minutes" | "units": the budget that ended the run
+    limits: dict[str, Any] = field(default_factory=dict)   # epochs, max_minutes, max_units then
 
 
 def upgrade_state(s: dict[str, Any]) -> dict[str, Any]:

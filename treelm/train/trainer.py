@@ -38,7 +38,9 @@ from treelm.rundir.checkpoint import (
     save_checkpoint,
 )
 from treelm.rundir.files import MetricsLog, RunFiles, atomic_write_text
+from treelm.rundir.lock import RunLock, RunLockedError
 from treelm.tasks.base import Batch, Evaluation
+from treelm.train import budget
 from treelm.train import distributed as D
 from treelm.train.builders import (
     absolute_data_paths,
@@ -57,7 +59,13 @@ from treelm.train.state import LoopState, upgrade_state
 
 class Trainer:
     def __init__(self, cfg: dict[str, Any], files: RunFiles, resume: bool = False,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, started: float | None = None) -> None:
+        # the run's clock starts with the command (``started``: its perf_counter), else here
+        self._t_last = time.perf_counter() if started is None else started
+        self.save_seconds = self.batch_seconds = 0.0
+        self.resumed = resume
+        self.finished: str | None = None        # why a resumed run has nothing left to train
+        self.lock = RunLock(files.lock)         # one writer per run directory (main process)
         self.tc, task_cls, options = train_sections(cfg)    # every value checked, nothing made
         if not resume:
             cfg = absolute_data_paths(cfg, task_cls)
@@ -86,8 +94,15 @@ class Trainer:
         self.s = LoopState(base_lr=self.tc.lr)
         self.metrics = MetricsLog(files)
         if resume:
-            self._restore()
-            self.choice = self._choose_precision(resumed=True)
+            try:
+                self._restore()
+                self.finished = budget.finished(self.s.epoch, self.s.elapsed, self.s.tokens,
+                                                self.s.stopped, self.s.limits, self.tc)
+                if not self.finished:
+                    self.choice = self._choose_precision(resumed=True)
+            except BaseException:
+                self.close()
+                raise
         else:
             self.choice = self._choose_precision(resumed=False)
             self._start()       # its step-0 checkpoint records the precision
@@ -115,18 +130,38 @@ class Trainer:
         try:
             if self.dist.main:
                 self.files.path.mkdir(parents=True, exist_ok=True)
+                self._lock()
                 atomic_write_text(self.files.config, dump_config(self.cfg))
                 self.task.save(self.files)
                 self.files.write_fingerprints(self.task.data_files())
                 self.metrics.start()
             self.save()
+        except RunLockedError:
+            raise                   # another process's run: nothing here is ours to remove
         except BaseException as e:
+            self.close()
             if made and self.dist.main:
                 shutil.rmtree(self.files.path, ignore_errors=True)
             if isinstance(e, OSError):
                 raise TreelmError(f"{self.files.path}: cannot write the run directory "
                                   f"({e.strerror or e})") from None
             raise
+
+    def _lock(self) -> None:
+        """Take the run directory's writer lock (main process; :mod:`treelm.rundir.lock`)."""
+        if not self.dist.main:
+            return
+        try:
+            note = self.lock.acquire()
+        except OSError as e:
+            raise TreelmError(f"{self.files.path}: cannot write the run directory "
+                              f"({e.strerror or e})") from None
+        if note:
+            self.tell(note)
+
+    def close(self) -> None:
+        """Release the run directory (the lock); safe to call twice."""
+        self.lock.release()
 
     def _choose_precision(self, resumed: bool) -> precision.Choice:
         """fp32 or bf16 for this run: ``train.precision``, ``auto`` measured once per process
@@ -151,6 +186,7 @@ class Trainer:
 
     # ---------------------------------------------------------------- state
     def save(self, best: bool = False) -> None:
+        t0 = self._tick()
         self.s.metrics_bytes = self.metrics.nbytes
         state = {"loop": dataclasses.asdict(self.s),
                  "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
@@ -163,8 +199,10 @@ class Trainer:
                             self.averager if self.averager.active else None,
                             precision=self.s.precision or None)
         D.barrier(self.dist)
+        self.save_seconds = self._tick() - t0
 
     def _restore(self) -> None:
+        self._lock()
         for line in self.files.changed_data() if self.dist.main else []:
             print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
         load_weights(self.files.path, self.model, "last", self.signature)
@@ -223,9 +261,34 @@ class Trainer:
             self.say(f"  tree F1 on {self.trees.treebank}: {self.trees.describe(self.tree_f1)}")
         return ev
 
+    def _tick(self) -> float:
+        """Add the wall time since the last tick to ``elapsed``; returns now. Every second of
+        the process counts against ``max_minutes``, wherever the ticks fall."""
+        now = time.perf_counter()
+        self.s.elapsed += now - self._t_last
+        self._t_last = now
+        return now
+
+    def _validate(self) -> Evaluation:
+        """:meth:`validate`, timed: the time of the last validation budgets the final one."""
+        t0 = self._tick()
+        ev = self.validate()
+        self.s.valid_seconds = self._tick() - t0
+        return ev
+
     def out_of_time(self) -> bool:
-        return (bool(self.tc.max_minutes) and self.s.elapsed >= 60.0 * self.tc.max_minutes) or (
-            bool(self.tc.max_units) and self.s.tokens >= self.tc.max_units)
+        """True when the budget cannot hold another batch and the end of the run (the final
+        validation and its checkpoint): :mod:`treelm.train.budget`."""
+        tc, s = self.tc, self.s
+        reserve = budget.reserve_seconds(s.valid_seconds, self.save_seconds, self.batch_seconds)
+        return (bool(tc.max_minutes) and s.elapsed + reserve >= 60.0 * tc.max_minutes) or (
+            bool(tc.max_units) and s.tokens >= tc.max_units)
+
+    def _stop_on_budget(self) -> None:
+        """Record that the budget ended the run, and the limits then (a resume reads them)."""
+        tc, s = self.tc, self.s
+        s.stopped = "units" if tc.max_units and s.tokens >= tc.max_units else "minutes"
+        s.limits = budget.limits(tc)
 
     def _improved(self, ev: Evaluation) -> bool:
         if ev.badness < self.s.best:
@@ -233,19 +296,56 @@ class Trainer:
             return True
         return False
 
-    def train(self) -> dict[str, Any]:
+    def train(self) -> dict[str, Any] | None:
+        """Train to the end (epochs, budget or a stop request); the summary, or None when a
+        resumed run was already finished."""
+        s = self.s
+        if self.finished:
+            self.tell(f"treelm: {self.files.path} is finished ({self.finished}): nothing to "
+                      f"train (raise train.epochs, train.max_minutes or train.max_units on the "
+                      f"command line to train on)")
+            self.event("done", **self._summary())   # the resume cut it from the log: put back
+            self._leave_group()
+            return None
         self.say(f"treelm: {self.signature.get('cell', '')} {self.signature.get('type')} with "
                  f"{count_parameters(self.model):,} parameters, {self.task.describe()}"
                  + (f", {self.dist.world} processes" if self.dist.enabled else ""))
+        if self.resumed:
+            of = f" of {self.tc.max_minutes}" if self.tc.max_minutes else ""
+            self.tell(f"treelm: resuming {self.files.path} from step {s.step:,} (epoch {s.epoch}"
+                      f", {s.elapsed / 60:.1f}{of} min done)")
         self.net.train()
         with StopRequests(self.tell) as self.stop:
-            stop = self._loop()
+            ends = False
+            if self.tc.max_minutes and not s.valid_seconds:
+                self.say("treelm: validating once before training: its time budgets the final "
+                         "validation inside train.max_minutes")
+                ev = self._validate()
+                self.event("valid", **ev.scores, **self.tree_f1, initial=True)
+                self.say(f"  {_scores(ev, 'valid')} at step {s.step} "
+                         f"({s.valid_seconds:.1f} s)")
+                if D.any_rank(self.out_of_time(), self.dist):
+                    # no room to train and validate again: this validation is the final one
+                    self.tell(f"treelm: one validation takes {s.valid_seconds:.1f} s: "
+                              f"train.max_minutes = {self.tc.max_minutes} leaves no time to "
+                              f"train and validate again; the run ends here")
+                    self._improved(ev)
+                    self._stop_on_budget()
+                    self.save(best=True)
+                    ends = True
+            stop = "budget" if ends else self._loop()
         if stop == "interrupted":
             self.tell(f"treelm: interrupted ({self.stop.signal}): saved a checkpoint at step "
                      f"{self.s.step} (epoch {self.s.epoch}, {self.s.elapsed / 60:.1f} min); "
                      f"treelm train --resume {self.files.path} continues from there")
             self._leave_group()
             return {"interrupted": True, "step": self.s.step, "elapsed": self.s.elapsed}
+        summary = self._summary()
+        self.event("done", **summary)
+        self._leave_group()
+        return summary
+
+    def _summary(self) -> dict[str, Any]:
         s = self.s
         summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
                    "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1,
@@ -256,8 +356,6 @@ class Trainer:
             for p in self.model.parameters():
                 h.update(p.detach().cpu().numpy().tobytes())
             summary["rank_digests"] = D.gather_objects(h.hexdigest(), self.dist)
-        self.event("done", **summary)
-        self._leave_group()
         return summary
 
     def _leave_group(self) -> None:
@@ -274,15 +372,16 @@ class Trainer:
             if stop == "interrupted":
                 return stop
             if stop == "budget":  # one last validation of where we are
-                ev = self.validate()
+                self._stop_on_budget()
+                self.say(f"treelm: final validation (the last one took {s.valid_seconds:.1f} s)"
+                         if s.valid_seconds else "treelm: final validation")
+                ev = self._validate()
                 improved = self._improved(ev)
                 self.event("valid", **ev.scores, **self.tree_f1, budget_end=True)
-                timed = tc.max_minutes and s.elapsed >= 60 * tc.max_minutes
-                spent = f"{tc.max_minutes} min" if timed else f"{tc.max_units:,} units"
-                self.say(f"| budget of {spent} reached | {_scores(ev, 'valid')}")
+                self.say(f"| {self._spent()} | {_scores(ev, 'valid')}")
                 self.save(best=improved)
                 return stop
-            ev = self.validate()
+            ev = self._validate()
             s.last_eval = s.elapsed
             s.val_history.append(ev.badness)
             improved = self._improved(ev)
@@ -304,8 +403,21 @@ class Trainer:
             s.epoch += 1
             self.task.new_epoch()
             s.epoch_loss, s.epoch_units = 0.0, 0
+            # no room for another batch and a validation: this epoch's was the final one
+            ends = s.epoch <= tc.epochs and D.any_rank(self.out_of_time(), self.dist)
+            if ends:
+                self._stop_on_budget()
+                self.say(f"| {self._spent()}")
             self.save(best=improved)
+            if ends:
+                return "budget"
         return None
+
+    def _spent(self) -> str:
+        s, tc = self.s, self.tc
+        if s.stopped == "units":
+            return f"budget of {tc.max_units:,} units reached"
+        return f"budget of {tc.max_minutes} min reached ({s.elapsed / 60:.2f} min)"
 
     def step(self, batch: Batch, lr: float) -> float:
         """One optimisation step on ``batch`` at rate ``lr``; returns the logged loss."""
@@ -328,7 +440,6 @@ class Trainer:
         progress = Progress(s.epoch, done, total, world, tc.progress_seconds,
                             60.0 * tc.max_minutes if tc.max_minutes else None,
                             self.task.train_scores, self.quiet)
-        t_last = time.perf_counter()
         t_save = s.elapsed
         win_t0, win_units_timed = time.perf_counter(), 0
         try:
@@ -343,9 +454,9 @@ class Trainer:
                 s.win_loss += value * units
                 s.win_units += units
                 win_units_timed += units
-                now = time.perf_counter()
-                s.elapsed += now - t_last
-                t_last = now
+                t_batch = self._t_last
+                now = self._tick()
+                self.batch_seconds = now - t_batch
                 progress.update(batch.size, value, s.elapsed)
                 if s.step % tc.log_interval == 0 or batch.last:
                     wl = s.win_loss / s.win_units
@@ -357,12 +468,10 @@ class Trainer:
                     win_t0, win_units_timed = now, 0
                 if tc.eval_every_minutes and (s.elapsed - s.last_eval
                                               >= 60 * tc.eval_every_minutes):
-                    ev = self.validate()
+                    ev = self._validate()
                     self.event("valid", **ev.scores, **self.tree_f1)
                     self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
                     s.last_eval = s.elapsed
-                    s.elapsed += time.perf_counter() - t_last
-                    t_last = time.perf_counter()
                 if D.any_rank(self.stop.signal is not None, self.dist):
                     self.save()
                     return "interrupted"
@@ -373,8 +482,6 @@ class Trainer:
                 if D.any_rank(bool(due), self.dist) and not batch.last:
                     self.save()
                     t_save = s.elapsed
-                    s.elapsed += time.perf_counter() - t_last
-                    t_last = time.perf_counter()
         finally:
             progress.close()
         return None
@@ -385,9 +492,22 @@ def _scores(ev: Evaluation, split: str) -> str:
                       for k, v in ev.scores.items())
 
 
-def train(cfg: dict[str, Any], run: Any, quiet: bool = False) -> dict[str, Any]:
-    return Trainer(cfg, RunFiles(run), resume=False, quiet=quiet).train()
+def train(cfg: dict[str, Any], run: Any, quiet: bool = False,
+          started: float | None = None) -> dict[str, Any] | None:
+    """Train a new run into ``run``; ``started``: the command's start (``time.perf_counter``),
+    from which ``train.max_minutes`` counts (default: now)."""
+    trainer = Trainer(cfg, RunFiles(run), resume=False, quiet=quiet, started=started)
+    try:
+        return trainer.train()
+    finally:
+        trainer.close()
 
 
-def resume(run: Any, cfg: dict[str, Any], quiet: bool = False) -> dict[str, Any]:
-    return Trainer(cfg, RunFiles(run), resume=True, quiet=quiet).train()
+def resume(run: Any, cfg: dict[str, Any], quiet: bool = False,
+           started: float | None = None) -> dict[str, Any] | None:
+    """Continue ``run`` from its last checkpoint; None when it was finished already."""
+    trainer = Trainer(cfg, RunFiles(run), resume=True, quiet=quiet, started=started)
+    try:
+        return trainer.train()
+    finally:
+        trainer.close()
