@@ -64,8 +64,10 @@ def cells_section(path: Path, rec: dict) -> list[str]:
                f"{rec['warmup']} warm-up runs. Training = forward + backward with every "
                f"gradient.", ""]
     else:
-        out = [f"## Cell throughput (`benchmarks/cells.py`), {_machine_short(rec)}, "
-               f"{str(rec['date'])[:10]}", "",
+        fms = rec.get("machine", {}).get("cpu_family_model_stepping")
+        cpu = _machine_short(rec) + (f" ({fms})" if fms else "")    # a hypervisor may name
+        out = [f"## Cell throughput (`benchmarks/cells.py`), {cpu}, "  # two CPUs alike
+               f"{str(rec['date'])[:10]}, `{path.name}`", "",
                f"Record `{_where(path)}`, command `{rec['command']}`; "
                f"{machine_line(rec)}. One layer, tokens/s, median of {rec['repeats']} runs after "
                f"{rec['warmup']} warm-up runs. Training = forward + backward with every "
@@ -170,6 +172,9 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += budget_section(*b)
     for r in every("precision", results):
         lines += precision_section(*r)
+    if (p := newest("serve_latency", results)):
+        lines += simple_section("`treelm serve` parse latency (`benchmarks/serve_latency.py`)", *p,
+                                ["median_ms", "p95_ms", "words", "requests", "target_median_ms"])
     if (p := newest("parse_speed", results)):
         lines += simple_section("Parsing speed (`benchmarks/parse_speed.py`)", *p,
                                 ["sentences_per_second", "levels_only_sentences_per_second",
