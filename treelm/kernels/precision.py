@@ -15,9 +15,10 @@ Why measured rather than decided by a flag of the processor: bfloat16 pays only 
 multiplies it natively (AVX512-BF16 or AMX on x86 CPUs, tensor cores of compute capability ≥ 8.0
 on CUDA). Elsewhere the products are emulated: on an AVX2-only CPU whole training ran at
 0.03-0.04× its float32 speed in bfloat16 (``benchmarks/results/precision-20261123.json``). So
-``auto`` times one product of a language model's shape in both precisions once per process and device, and takes ``bf16`` only
-where it is at least :data:`MIN_SPEEDUP` times faster; the measurement is logged and recorded,
-and a resumed run keeps the precision it started with (so it rounds as before).
+``auto`` times a small product, then (unless bfloat16 is clearly emulated) one of a language
+model's shape, in both precisions once per process and device, and takes ``bf16`` only where it
+is at least :data:`MIN_SPEEDUP` times faster; the measurement is logged and recorded, and a
+resumed run keeps the precision it started with (so it rounds as before).
 """
 
 from __future__ import annotations
