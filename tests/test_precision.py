@@ -169,7 +169,7 @@ def test_every_model_under_bf16_autocast_matches_fp32(config, variant):
 # ------------------------------------------------------------------- the trainer
 
 @pytest.mark.parametrize("config", ["tiny-lm.yaml", "tiny-tagging.yaml", "tiny-logic.yaml",
-                                    "tiny-translation.yaml"])
+                                    "tiny-translation.yaml", "tiny-listops.yaml"])
 def test_tiny_configs_train_in_bf16(tmp_path, config, capsys):
     os.chdir(ROOT)
     run = tmp_path / "run"
