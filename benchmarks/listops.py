@@ -17,14 +17,12 @@ and test scores; and a Markdown table, which is also printed (docs/listops.md).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import result_path, write_result  # noqa: E402
-from logic import train  # noqa: E402   (the same ``treelm train`` command, budget and threads)
+from logic import measure  # noqa: E402   (the same training, scoring and record loop)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ["configs/listops-onlstm.yaml", "configs/listops-lstm.yaml"]
@@ -100,19 +98,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.minutes <= 0:
         ap.error("--minutes must be > 0")
-    entries = {}
-    for cfg in args.configs:
-        name = Path(cfg).stem
-        run = args.runs / name
-        command = train(cfg, run, args.minutes, args.threads, args.overrides, args.no_train)
-        entries[name] = {"config": cfg, "run_dir": str(run), "train_command": command,
-                         "overrides": args.overrides, **score(run, args.threads)}
-    path = args.out or result_path("listops")
-    old = json.loads(path.read_text()).get("configs", {}) if path.exists() else {}
-    text = table({**old, **entries})       # with the configs measured earlier the same day
-    write_result("listops", {"configs": entries, "table": text}, merge_key="configs", path=path,
-                 echo=False)
-    print(text)
+    measure("listops", args, score, table)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,13 @@ def main() -> None:
                     "benchmarks/results/logic-<date>.json")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args()
+    measure("logic", args, score, table)
+
+
+def measure(script: str, args: argparse.Namespace, score: Callable[[Path, int], dict[str, Any]],
+            table: Callable[[dict[str, dict[str, Any]]], str]) -> None:
+    """Train each of ``args.configs`` in turn, score it, and merge the entries into the day's
+    ``<script>`` record with its table (this script's and ``listops.py``'s whole loop)."""
     entries = {}
     for cfg in args.configs:
         name = Path(cfg).stem
@@ -112,10 +120,10 @@ def main() -> None:
         command = train(cfg, run, args.minutes, args.threads, args.overrides, args.no_train)
         entries[name] = {"config": cfg, "run_dir": str(run), "train_command": command,
                          "overrides": args.overrides, **score(run, args.threads)}
-    path = args.out or result_path("logic")
+    path = args.out or result_path(script)
     old = json.loads(path.read_text()).get("configs", {}) if path.exists() else {}
     text = table({**old, **entries})       # with the configs measured earlier the same day
-    write_result("logic", {"configs": entries, "table": text}, merge_key="configs", path=path,
+    write_result(script, {"configs": entries, "table": text}, merge_key="configs", path=path,
                  echo=False)
     print(text)
 
