@@ -102,7 +102,10 @@ def verdict(rec: dict[str, Any]) -> list[str]:
     summary = rec["summary"]
     best = summary.get("best")
     if best is None:
-        return ["## Result", "", "No run has finished yet.", ""]
+        running = rec.get("in_progress") or {}
+        more = (f" Still training: {', '.join(_run_title(r) for r in _sorted(running))}; their "
+                f"curves so far are drawn below." if running else "")
+        return ["## Result", "", f"No run has finished yet: there is no test figure.{more}", ""]
     gate, layer = best["gate"], best["layer"]
     cfg = summary["configs"][gate]
     test = best["test"]
@@ -193,8 +196,54 @@ def closing(rec: dict[str, Any]) -> list[str]:
     return ["## Closing note", "", first + " " + second, ""]
 
 
+def _sorted(runs: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(runs.values(), key=lambda r: (r["gate"], r["seed"]))
+
+
+def _run_title(r: dict[str, Any]) -> str:
+    return f"{r['gate']} gate, seed {r['seed']}"
+
+
+def _curved(rec: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+    """Every run with a curve: (entry, finished), finished runs first."""
+    return ([(r, True) for r in _sorted(rec["runs"])]
+            + [(r, False) for r in _sorted(rec.get("in_progress") or {})])
+
+
+def _crossing(points: list[dict[str, Any]], key: str, rb: float) -> float | None:
+    return next((p["tokens"] for p in points if p.get(key, 0.0) > rb), None)
+
+
+def running(rec: dict[str, Any]) -> list[str]:
+    """The runs still training when the record was written: where their curves stand."""
+    live = _sorted(rec.get("in_progress") or {})
+    if not live:
+        return []
+    rb = rec["baselines"]["dev"]["baselines"]["right_branching"]["sentence_f1"]
+    keys = _curve_keys(rec)
+    lines = ["## Runs still training", "",
+             f"As the record was written: the latest validation of each unfinished run (dev "
+             f"sentence F1 %, `{rec['study']['dev']}`; right-branching {pct(rb)}), and in "
+             f"brackets the tokens seen at its first validation above right-branching. These "
+             f"runs have no test figure yet.", "",
+             "| run | tokens seen | minutes | valid ppl | "
+             + " | ".join(k.replace("/", " ") for k in keys) + " |",
+             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in keys) + " |"]
+    for r in live:
+        last = r["curve"][-1]
+        cells = []
+        for k in keys:
+            cross = _crossing(r["curve"], k, rb)
+            cells.append((pct(last[k]) if k in last else "–")
+                         + (f" ({millions(cross)})" if cross is not None else ""))
+        ppl = f"{last['ppl']:.1f}" if last.get("ppl") is not None else "–"
+        lines.append(f"| {_run_title(r)} | {millions(r['tokens'])} | {r['minutes']:.1f} | {ppl} | "
+                     + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def _curve_keys(rec: dict[str, Any]) -> list[str]:
-    keys = {k for r in rec["runs"].values() for p in r["curve"] for k in p if "/L" in k}
+    keys = {k for r, _ in _curved(rec) for p in r["curve"] for k in p if "/L" in k}
     return sorted(keys, key=lambda k: (k.split("/")[0] != "official", k))
 
 
@@ -246,7 +295,7 @@ def plot_curves(rec: dict[str, Any], path: Path) -> None:
     """F1 on the dev treebank against tokens seen: a panel per gate, right-branching across."""
     from matplotlib.figure import Figure
 
-    gates = list(rec["summary"]["configs"])
+    gates = [g for g in rec["gates"] if any(r["gate"] == g for r, _ in _curved(rec))]
     dev = rec["baselines"]["dev"]["baselines"]
     rb = 100.0 * dev["right_branching"]["sentence_f1"]
     control = (100.0 * dev["random_levels_official"]["sentence_f1"]["mean"]
@@ -258,16 +307,20 @@ def plot_curves(rec: dict[str, Any], path: Path) -> None:
     axes = fig.subplots(1, max(1, len(gates)), squeeze=False, sharey=True)[0]
     for ax, gate in zip(axes, gates):
         shown = set()
-        for r in sorted((r for r in rec["runs"].values() if r["gate"] == gate),
-                        key=lambda r: r["seed"]):
+        for r, done in _curved(rec):
+            if r["gate"] != gate:
+                continue
             xs = [p["tokens"] / 1e6 for p in r["curve"]]
             for key in keys:
                 rule, layer = key.split("/L")
                 label = None if key in shown else f"layer {layer}, {rule}"
                 shown.add(key)
                 ax.plot(xs, [100.0 * p[key] if key in p else float("nan") for p in r["curve"]],
-                        RULE_STYLE.get(rule, ":"), color=colours[layer], lw=1.2, alpha=0.85,
-                        marker=".", ms=3, label=label)
+                        RULE_STYLE.get(rule, ":"), color=colours[layer], lw=1.2 if done else 0.8,
+                        alpha=0.85 if done else 0.5, marker="." if done else "x", ms=3,
+                        label=label)
+        if any(not done and r["gate"] == gate for r, done in _curved(rec)):
+            ax.plot([], [], "x", color="grey", ms=3, label="× : run still training")
         ax.axhline(rb, color="black", lw=1.0, ls=":", label=f"right-branching {rb:.1f}")
         if control is not None:
             ax.axhline(control, color="grey", lw=1.0, ls="-.",
@@ -304,8 +357,13 @@ def render(path: Path, rec: dict[str, Any], doc: Path, img: Path | None = None,
     lines = head(path, rec) + verdict(rec) + table(rec)
     if rec["runs"]:
         plot_curves(rec, img / f"{prefix}-f1.png")
-        lines += curves(rec, f"{prefix}-f1.png") + per_run(rec)
+        lines += curves(rec, f"{prefix}-f1.png") + running(rec) + per_run(rec)
         lines += example(rec, draw_trees(rec, img, prefix)) + closing(rec)
+    elif rec.get("in_progress"):
+        plot_curves(rec, img / f"{prefix}-f1.png")
+        lines += [f"## Sentence F1 against tokens seen (`{rec['study']['dev']}`)", "",
+                  f"![sentence F1 on {rec['study']['dev']} against tokens seen, per layer and "
+                  f"rule, runs still training](img/{prefix}-f1.png)", ""] + running(rec)
     text = "\n".join(lines).rstrip() + "\n"
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text, encoding="utf-8")

@@ -27,7 +27,10 @@ skips finished runs, continues a killed one with ``treelm train --resume`` and s
 Each run is added to the record (``benchmarks/results/trees-<YYYYMMDD>.json``, the date of the
 study's first day: a rerun finds the record of its ``--runs`` there; or ``--out``) as soon as it
 is scored. ``python benchmarks/report.py`` renders ``docs/syntax-results.md`` from the newest
-record. Run alone on the machine: the budget is wall-clock.
+record. Run alone on the machine: the budget is wall-clock. The record also holds, under
+``in_progress``, the validation curves of the runs not yet finished as they were when it was
+written; ``--no-train`` writes such a snapshot of a running study (and scores any run that has
+finished) without training anything.
 """
 
 from __future__ import annotations
@@ -82,6 +85,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--baseline-seeds", type=int, default=5,
                     help="seeds of random trees and of the rule control (default 5)")
     ap.add_argument("--threads", type=int, help="torch threads for the scoring (default: torch's)")
+    ap.add_argument("--no-train", action="store_true",
+                    help="train nothing: score the finished runs not yet in the record and write "
+                         "the curves of the runs still training (a snapshot of a running study)")
     ap.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every run (e.g. data.file=... for a tiny run)")
     args = ap.parse_args(argv)
@@ -236,6 +242,19 @@ def score_run(args: argparse.Namespace, run: Path, gate: str, seed: int,
             "curve": curve(run), "example_trees": trees, "machine": machine_info()}
 
 
+def progress_entry(run: Path, gate: str, seed: int) -> dict[str, Any] | None:
+    """A run still training (or killed): its validations so far, None before the first."""
+    from treelm.rundir.files import RunFiles
+
+    if not RunFiles(run).metrics.exists():
+        return None
+    points = curve(run)
+    if not points:
+        return None
+    return {"gate": gate, "seed": seed, "run_dir": str(run), "tokens": points[-1]["tokens"],
+            "minutes": points[-1]["minutes"], "curve": points}
+
+
 # ----------------------------------------------------------------------------- summary
 def mean_std(values: Sequence[float]) -> dict[str, Any]:
     vals = [float(v) for v in values]
@@ -313,7 +332,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                          args.command]}
 
     def write() -> dict[str, Any]:
-        rec = {**data, "runs": runs, "summary": summarize(runs, baselines)}
+        running = {f"{g}/{s}": e for g in args.gates for s in range(1, args.seeds + 1)
+                   if f"{g}/{s}" not in runs
+                   and (e := progress_entry(args.runs / f"{g}-seed{s}", g, s)) is not None}
+        rec = {**data, "runs": runs, "in_progress": running,
+               "summary": summarize(runs, baselines)}
         return write_result("trees", rec, path=out, echo=False)
 
     rec = write()
@@ -323,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             if key in runs:
                 continue
             if not finished(run):
+                if args.no_train:
+                    continue
                 train(args, run, gate, seed)
             runs[key] = score_run(args, run, gate, seed, example)
             rec = write()

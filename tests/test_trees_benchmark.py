@@ -268,3 +268,52 @@ def test_committed_page_is_what_the_newest_record_renders(page, tmp_path):
     path, rec = found
     text = page.render(path, rec, tmp_path / "syntax-results.md")
     assert text == (ROOT / "docs" / "syntax-results.md").read_text(encoding="utf-8")
+
+
+def test_no_train_snapshot_holds_the_unfinished_runs_curves(study, trees, tmp_path):
+    """``--no-train`` trains nothing; a run without its "done" line is written as in progress,
+    with the curve its metrics hold, and leaves the finished runs as they were."""
+    first = _record(study)
+    files = RunFiles(study.runs / "symmetric-seed1")
+    saved = files.metrics.read_text(encoding="utf-8")
+    try:
+        files.metrics.write_text("".join(ln for ln in saved.splitlines(keepends=True)
+                                         if '"done"' not in ln), encoding="utf-8")
+        rec = copy.deepcopy(first)
+        del rec["runs"]["symmetric/1"]
+        study.out.write_text(json.dumps(rec), encoding="utf-8")
+        study.commands.clear()
+        mp = pytest.MonkeyPatch()
+        mp.setattr(trees, "run_command", lambda cmd: study.commands.append(cmd) or 1)
+        try:
+            snap = trees.main([*study.argv(), "--no-train"])
+        finally:
+            mp.undo()
+        assert study.commands == []
+        assert sorted(snap["runs"]) == ["paper/1"] and sorted(snap["in_progress"]) == [
+            "symmetric/1"]
+        live = snap["in_progress"]["symmetric/1"]
+        assert live["curve"] == first["runs"]["symmetric/1"]["curve"]
+        assert live["tokens"] == live["curve"][-1]["tokens"]
+        assert snap["summary"]["configs"].keys() == {"paper"}
+    finally:
+        files.metrics.write_text(saved, encoding="utf-8")
+        study.out.write_text(json.dumps(first), encoding="utf-8")
+
+
+def test_page_of_a_study_with_no_finished_run(study, page, tmp_path):
+    rec = copy.deepcopy(_record(study))
+    rec["in_progress"] = {k: {key: r[key] for key in ("gate", "seed", "run_dir", "curve")}
+                          | {"tokens": r["curve"][-1]["tokens"],
+                             "minutes": r["curve"][-1]["minutes"]}
+                          for k, r in rec["runs"].items()}
+    rec["runs"], rec["summary"] = {}, {**rec["summary"], "configs": {}, "crossings": {}}
+    rec["summary"].pop("best", None)
+    doc = tmp_path / "docs" / "page.md"
+    text = page.render(tmp_path / "trees-live.json", rec, doc)
+    assert "No run has finished yet: there is no test figure." in text
+    assert "## Runs still training" in text and "The target is" not in text
+    assert (doc.parent / "img" / "syntax-results-f1.png").read_bytes()[:8] == PNG
+    last = rec["in_progress"]["paper/1"]["curve"][-1]
+    row = next(ln for ln in text.splitlines() if ln.startswith("| paper gate, seed 1 |"))
+    assert f"| {100 * last['official/L1']:.1f}" in row
