@@ -7,7 +7,7 @@
 Compares ``torch.nn.LSTM`` with treelm's cells: the reference ON-LSTM (``impl="reference"``), the
 fused ON-LSTM (``onlstm.fused``: ``impl="auto"``, on the CPU the C++ loops of
 :mod:`treelm.kernels.onlstm_cxx`; ``onlstm.fused-python``: ``impl="cpu"``, the pure-PyTorch
-Function of :mod:`treelm.kernels.onlstm_cpu`) and whatever other cells ``treelm.cells`` provides.
+Function of :mod:`treelm.kernels.onlstm_torch`) and whatever other cells ``treelm.cells`` provides.
 The record's ``cxx`` entry says whether the C++ loop ran (and if not, why). Each measurement:
 warm-up runs, then the median of ``--repeats`` timed runs. Prints a table (or the JSON with
 ``--json``) and writes ``benchmarks/results/cells-<YYYYMMDD>.json`` (or ``--out``) with the

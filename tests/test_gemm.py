@@ -33,7 +33,7 @@ def _counting_measure(monkeypatch: pytest.MonkeyPatch,
     """Make ``_measure`` record the (weight shape, batch, transpose) it is called with, and the
     backends it tries in ``candidates``; it still measures."""
     calls: list[tuple[int, ...]] = []
-    real = gemm._measure
+    real = gemm.choice._measure
 
     def measure(weight, batch, transpose, a_t, once, tried):
         calls.append((*weight.shape, batch, int(transpose)))
@@ -41,7 +41,7 @@ def _counting_measure(monkeypatch: pytest.MonkeyPatch,
             candidates.append(tried)
         return real(weight, batch, transpose, a_t, once, tried)
 
-    monkeypatch.setattr(gemm, "_measure", measure)
+    monkeypatch.setattr(gemm.choice, "_measure", measure)
     return calls
 
 
@@ -187,14 +187,14 @@ def test_backend_failing_at_packing_falls_back(monkeypatch: pytest.MonkeyPatch) 
     packed = [b for b in usable if b != "mm"]
     if not packed:
         pytest.skip("no packed GEMM backend in this build")
-    real_prepare = gemm._prepare
+    real_prepare = gemm.backends._prepare
 
     def prepare(backend, weight, batch, transpose, once):
         if backend == packed[0]:
             raise RuntimeError("cannot pack here")
         return real_prepare(backend, weight, batch, transpose, once)
 
-    monkeypatch.setattr(gemm, "_prepare", prepare)
+    monkeypatch.setattr(gemm.backends, "_prepare", prepare)
     w = torch.randn(32, 16)
     fm = FixedMatmul(w, 4, steps=10)
     assert fm.backend != packed[0]

@@ -32,12 +32,12 @@ from torch.utils._python_dispatch import (  # noqa: E402
 
 from treelm.cells.onlstm import ONLSTM  # noqa: E402
 from treelm.kernels import gemm, onlstm_sequence, triton_available  # noqa: E402
-from treelm.kernels.onlstm_cpu import (  # noqa: E402
+from treelm.kernels.onlstm_torch import (  # noqa: E402
     ONLSTMFunction,
     TorchBackCell,
     onlstm_backward_loop,
-    onlstm_cpu_sequence,
     onlstm_forward_loop,
+    onlstm_torch_sequence,
 )
 from treelm.kernels.onlstm_triton import (  # noqa: E402
     TritonBackCell,
@@ -267,7 +267,7 @@ def test_gradcheck(master_input: str, device: str) -> None:
     args = [a.requires_grad_() for a in args]
 
     def f(x, h0, c0, w_ih, b_ih, w_hh, b_hh):
-        out, (h, c), aux = onlstm_cpu_sequence(
+        out, (h, c), aux = onlstm_torch_sequence(
             x, (h0, c0), w_ih, b_ih, w_hh, b_hh, L, master_input
         )
         return out, h, c, aux["df"], aux["di"]
@@ -451,7 +451,7 @@ class _OpLog(TorchDispatchMode):
 
 
 def _log_forward_backward(T: int, master_input: str, device: str,
-                          dtype: torch.dtype = torch.float32, sequence=onlstm_cpu_sequence,
+                          dtype: torch.dtype = torch.float32, sequence=onlstm_torch_sequence,
                           ) -> _OpLog:
     """One fused forward and backward (every output with a gradient, every input needing one)
     under :class:`_OpLog`; the inputs and the incoming gradients are made before it starts."""

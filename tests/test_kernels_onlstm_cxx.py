@@ -1,5 +1,5 @@
 """The C++ ON-LSTM loops (:mod:`treelm.kernels.onlstm_cxx`) against the readable reference cell and
-the Python fused path (:mod:`treelm.kernels.onlstm_cpu`): values and every gradient within 1e-5
+the Python fused path (:mod:`treelm.kernels.onlstm_torch`): values and every gradient within 1e-5
 (float32) / 1e-10 (float64), under each GEMM backend this machine has; gradcheck in float64;
 the dispatch (``impl="auto"`` takes the C++ loop on CPU float32/float64, with and without grad);
 autocast; and the fallback to the Python path when the extension is switched off or cannot be

@@ -1,6 +1,6 @@
 """Fused ON-LSTM implementations behind :class:`treelm.cells.onlstm.ONLSTM`.
 
-* ``"cpu"``: :mod:`treelm.kernels.onlstm_cpu`, a whole-sequence ``torch.autograd.Function`` with a
+* ``"cpu"``: :mod:`treelm.kernels.onlstm_torch`, a whole-sequence ``torch.autograd.Function`` with a
   hand-derived BPTT (pure PyTorch; runs on any device): the "Python fused path".
 * ``"cxx"``: :mod:`treelm.kernels.onlstm_cxx`, the same Function with both time loops in a small
   C++ extension (CPU, float32/float64, autocast's bfloat16 products too), built by ``make setup``
@@ -19,7 +19,7 @@ float64 tensors); ``TREELM_GEMM=auto|mkl|onednn|mm`` overrides the choice.
 
 ``"reference"`` (the readable per-step cell) is handled by the cell itself. Under
 ``torch.autocast`` the fused paths run their products in the autocast dtype and keep the state
-and the gate math in float32 (:func:`treelm.kernels.onlstm_cpu.onlstm_cpu_sequence`).
+and the gate math in float32 (:func:`treelm.kernels.onlstm_torch.onlstm_torch_sequence`).
 :mod:`treelm.kernels.graphs` replays a training step's forward and backward from CUDA graphs
 (float32 on the Triton path; on by default, the cell's ``cuda_graphs``).
 """
@@ -28,23 +28,15 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from treelm.kernels.onlstm_cpu import onlstm_cpu_sequence
 from treelm.kernels.onlstm_cxx import onlstm_cxx_sequence
+from treelm.kernels.onlstm_torch import LayerOutput, onlstm_torch_sequence
 
 IMPLS = ("auto", "fused", "cpu", "cxx", "triton")
 
 
-def onlstm_sequence(
-    x: Tensor,
-    state: tuple[Tensor, Tensor],
-    weight_ih: Tensor,
-    bias_ih: Tensor,
-    weight_hh: Tensor,
-    bias_hh: Tensor,
-    n_levels: int,
-    master_input: str,
-    impl: str = "auto",
-) -> tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]:
+def onlstm_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
+                    weight_hh: Tensor, bias_hh: Tensor, n_levels: int, master_input: str,
+                    impl: str = "auto") -> LayerOutput:
     """Whole-sequence ON-LSTM: x (T, B, I), state ``(h0, c0)`` each (B, H).
 
     ``weight_ih`` (G, I), ``weight_hh`` (G, H), biases (G,), ``G = 4H + 2·n_levels``, laid out as
@@ -60,7 +52,7 @@ def onlstm_sequence(
 
         return onlstm_triton_sequence(*args)
     if impl == "cpu":
-        return onlstm_cpu_sequence(*args)
+        return onlstm_torch_sequence(*args)
     return onlstm_cxx_sequence(*args)
 
 

@@ -1,8 +1,8 @@
-"""Fused ON-LSTM with its time loops in C++: the numbers of :mod:`treelm.kernels.onlstm_cpu`, with
+"""Fused ON-LSTM with its time loops in C++: the numbers of :mod:`treelm.kernels.onlstm_torch`, with
 the per-step gate math compiled instead of run as a dozen PyTorch ops per step.
 
 Same equations, same hand-derived BPTT, same outputs as the Python fused path (see
-:mod:`treelm.kernels.onlstm_cpu` for the notation): for x (T, B, I) and state ``(h_0, c_0)``,
+:mod:`treelm.kernels.onlstm_torch` for the notation): for x (T, B, I) and state ``(h_0, c_0)``,
 
     xp  = x W_ihᵀ + b_ih + b_hh                       one GEMM for all steps (autograd, outside)
     z_t = xp_t + h_{t-1} Uᵀ;  (p̃, ĩ, f̃, o, ĉ, i, f, c_t, h_t) from z_t and c_{t-1}  (Eqs. 6-14)
@@ -26,7 +26,7 @@ activated gates, ``p̃``, ``[ĩ, f̃]``, ``c_0 … c_T``, ``tanh(c_t)`` and the 
 are recomputed in the backward step (three multiply-adds, cheaper than storing them).
 
 Under ``torch.autocast`` it follows the Python path's precision rules
-(:func:`treelm.kernels.onlstm_cpu.onlstm_cpu_sequence`): the products in the autocast dtype
+(:func:`treelm.kernels.onlstm_torch.onlstm_torch_sequence`): the products in the autocast dtype
 (the left operand copied into a low-precision buffer, the weight cast once per sequence), the
 pre-activations, gates, state, levels and every backward quantity in float32.
 
@@ -44,17 +44,17 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import CastMatmul, FixedMatmul, linear, matmul
-from treelm.kernels.onlstm_cpu import (
-    _no_autocast,
-    _recurrent,
-    autocast_dtype,
-    onlstm_cpu_sequence,
+from treelm.kernels.gemm import CastMatmul, FixedMatmul, step_matmul
+from treelm.kernels.onlstm_torch import (
+    LayerOutput,
+    onlstm_torch_sequence,
+    project_inputs,
+    weight_grad,
 )
+from treelm.kernels.precision import no_autocast
 
 __all__ = ["CxxONLSTMFunction", "cxx_available", "onlstm_cxx_sequence"]
 
@@ -83,7 +83,7 @@ def _operands(product: FixedMatmul | CastMatmul) -> tuple[int, Tensor, Tensor | 
 
 class CxxONLSTMFunction(torch.autograd.Function):
     """``(xp, h0, c0, weight_hh) -> (out, h_T, c_T, df, di)`` as
-    :class:`treelm.kernels.onlstm_cpu.ONLSTMFunction`, both loops in C++."""
+    :class:`treelm.kernels.onlstm_torch.ONLSTMFunction`, both loops in C++."""
 
     @staticmethod
     def forward(
@@ -100,7 +100,7 @@ class CxxONLSTMFunction(torch.autograd.Function):
         assert ext is not None
         T, B, _ = xp.shape
         save = any(ctx.needs_input_grad[:4])
-        kind, w, packed = _operands(_recurrent(weight_hh, B, T, False, gemm_dtype))
+        kind, w, packed = _operands(step_matmul(weight_hh, B, T, False, gemm_dtype))
         out, c_last, df, di, *saved = ext.forward(xp, h0, c0, kind, w, packed, n_levels,
                                                   symmetric, save)
         ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
@@ -111,29 +111,19 @@ class CxxONLSTMFunction(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(
-        ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
-        ddf: Tensor | None, ddi: Tensor | None,
-    ) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
+                 ddf: Tensor | None, ddi: Tensor | None) -> tuple[Tensor | None, ...]:
         h0, weight_hh, out, gates, P, M, cs, tanh_c = ctx.saved_tensors
         ext = _extension()
         assert ext is not None
-        T, B, G = gates.shape
-        H = out.shape[-1]
+        T, B, _ = gates.shape
         need = ctx.needs_input_grad
         low = ctx.gemm_dtype
-        with _no_autocast(h0.device.type, low is not None):
-            kind, w, packed = _operands(_recurrent(weight_hh, B, T, True, low))
+        with no_autocast(h0.device.type, low is not None):
+            kind, w, packed = _operands(step_matmul(weight_hh, B, T, True, low))
             dG, dh0, dc0 = ext.backward(dout, dh_last, dc_last, ddf, ddi, gates, P, M, cs,
                                         tanh_c, kind, w, packed, ctx.symmetric)
-            dU = None
-            if need[3]:     # δU = Σ_t δz_tᵀ h_{t-1}: one (G, T·B)·(T·B, H) product
-                hs = torch.cat((h0.unsqueeze(0), out[:-1])) if T > 1 else h0.unsqueeze(0)
-                if low is None:
-                    dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
-                else:
-                    dU = matmul(dG.view(-1, G).to(low).t(),
-                                hs.reshape(-1, H).to(low)).to(weight_hh.dtype)
+            dU = weight_grad(dG, h0, out, low, weight_hh.dtype) if need[3] else None
         return (dG if need[0] else None, dh0 if need[1] else None, dc0 if need[2] else None,
                 dU, None, None, None)
 
@@ -145,36 +135,19 @@ def _runs_here(x: Tensor, tensors: tuple[Tensor, ...]) -> bool:
             and _extension() is not None)
 
 
-def onlstm_cxx_sequence(
-    x: Tensor,
-    state: tuple[Tensor, Tensor],
-    weight_ih: Tensor,
-    bias_ih: Tensor,
-    weight_hh: Tensor,
-    bias_hh: Tensor,
-    n_levels: int,
-    master_input: str,
-) -> tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]:
-    """Fused ON-LSTM layer with the C++ loops: :func:`onlstm_cpu_sequence`'s contract and
+def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
+                        weight_hh: Tensor, bias_hh: Tensor, n_levels: int, master_input: str
+                        ) -> LayerOutput:
+    """Fused ON-LSTM layer with the C++ loops: :func:`onlstm_torch_sequence`'s contract and
     numbers; runs that function instead where the C++ loop does not apply (see the module
     docstring)."""
     h0, c0 = state
     if not _runs_here(x, (h0, c0, weight_ih, bias_ih, weight_hh, bias_hh)):
-        return onlstm_cpu_sequence(x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels,
+        return onlstm_torch_sequence(x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels,
                                    master_input)
-    if master_input not in ("paper", "symmetric"):
-        raise ValueError(f"unknown master_input {master_input!r}")
-    low = autocast_dtype("cpu")
-    if low is None:
-        xp = linear(x, weight_ih, bias_ih + bias_hh)          # all steps' input part, one GEMM
-    else:                       # autocast's product, then the recurrence in float32
-        xp = F.linear(x, weight_ih, bias_ih + bias_hh).float()
-        h0, c0 = h0.float(), c0.float()
-    symmetric = master_input == "symmetric"
-    grad = torch.is_grad_enabled() and any(
-        t.requires_grad for t in (xp, h0, c0, weight_hh)
-    )
-    with _no_autocast("cpu", low is not None):
+    xp, h0, c0, symmetric, low, grad = project_inputs(x, state, weight_ih, bias_ih, weight_hh,
+                                                      bias_hh, master_input)
+    with no_autocast("cpu", low is not None):
         if grad:
             out, h, c, df, di = CxxONLSTMFunction.apply(
                 xp, h0, c0, weight_hh, n_levels, symmetric, low
@@ -183,7 +156,7 @@ def onlstm_cxx_sequence(
             T, B, _ = xp.shape
             ext = _extension()
             assert ext is not None
-            kind, w, packed = _operands(_recurrent(weight_hh, B, T, False, low))
+            kind, w, packed = _operands(step_matmul(weight_hh, B, T, False, low))
             out, c, df, di, _ = ext.forward(xp, h0, c0, kind, w, packed, n_levels, symmetric,
                                             False)
             h = out[-1]

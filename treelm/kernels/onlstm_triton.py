@@ -4,15 +4,15 @@ the gate math of one backward step in another.
 Per step the recurrent GEMM stays ``torch.addmm`` / ``torch.mm`` (cuBLAS); one Triton program per
 batch row then does the rest of the step. Forward (:class:`TritonCell`): it reads the
 pre-activations ``z`` (G = 4H + 2L values) and writes everything the PyTorch step of
-:class:`treelm.kernels.onlstm_cpu.TorchCell` writes: the activations in place, ``[p̃_i, p̃_f]``,
+:class:`treelm.kernels.onlstm_torch.TorchCell` writes: the activations in place, ``[p̃_i, p̃_f]``,
 ``[ĩ, f̃]``, ``[î, f̂]``, ``c_t``, ``tanh(c_t)`` and ``h_t``. Backward (:class:`TritonBackCell`,
-the contract of :class:`treelm.kernels.onlstm_cpu.TorchBackCell`): it reads those buffers, ``δh_t``
-(the recurrent product of the step after, plus ``∂ℓ/∂h_t`` from the output) and ``δc_t``, and
-writes ``δz_t`` (the module docstring of :mod:`treelm.kernels.onlstm_cpu` has the equations: the
-output gate, ``δc``, ``δω``, the per-level sums over the chunk, the cumulative sums of ``δĩ``,
-``δf̃`` and the softmax backward) and ``δc_{t-1}`` in place. So a forward and backward of ``T``
-steps launches ``2T`` GEMMs and ``2T`` Triton kernels, plus a constant number of others (the input
-projection, the weight gradient, the levels' means).
+the contract of :class:`treelm.kernels.onlstm_torch.TorchBackCell`): it reads those buffers,
+``δh_t`` (the recurrent product of the step after, plus ``∂ℓ/∂h_t`` from the output) and
+``δc_t``, and writes ``δz_t`` (the module docstring of :mod:`treelm.kernels.onlstm_torch` has the
+equations: the output gate, ``δc``, ``δω``, the per-level sums over the chunk, the cumulative sums
+of ``δĩ``, ``δf̃`` and the softmax backward) and ``δc_{t-1}`` in place. So a forward and
+backward of ``T`` steps launches ``2T`` GEMMs and ``2T`` Triton kernels, plus a constant number
+of others (the input projection, the weight gradient, the levels' means).
 
 Neurons are handled as an ``(L, C)`` tile (level × neuron-in-chunk), so each master-gate value is
 broadcast over its chunk in registers, and the sums over a chunk (``Σ_C``) are row reductions of
@@ -27,7 +27,8 @@ from typing import Any, ClassVar
 
 from torch import Tensor
 
-from treelm.kernels.onlstm_cpu import ForwardBuffers, onlstm_cpu_sequence
+from treelm.kernels.onlstm_buffers import ForwardBuffers
+from treelm.kernels.onlstm_torch import LayerOutput, onlstm_torch_sequence
 
 __all__ = ["TritonBackCell", "TritonCell", "onlstm_triton_sequence"]
 
@@ -152,7 +153,7 @@ def _back_kernel() -> Any:
         if HAS_LEVEL:                                                   # + [δdi, −δdf] / L
             dmi += tl.load(lg_ptr + b * stride_lg)
             dmf += tl.load(lg_ptr + b * stride_lg + 1)
-        # back through the cumulative sums (up to a constant per row, see onlstm_cpu) ...
+        # back through the cumulative sums (up to a constant per row, see onlstm_torch) ...
         ci = tl.cumsum(dmi, 0)
         if SYMMETRIC:
             dpi = ci
@@ -182,9 +183,9 @@ def _next_pow2(n: int) -> int:
 
 
 class TritonCell:
-    """Same contract as :class:`treelm.kernels.onlstm_cpu.TorchCell`: ``__call__(t)`` runs the gate
-    math of step ``t`` on ``buffers.gates[k]`` with one kernel launch (grid: one program per row).
-    ``Backward``: :class:`TritonBackCell`.
+    """Same contract as :class:`treelm.kernels.onlstm_torch.TorchCell`: ``__call__(t)`` runs the
+    gate math of step ``t`` on ``buffers.gates[k]`` with one kernel launch (grid: one program per
+    row). ``Backward``: :class:`TritonBackCell`.
     """
 
     Backward: ClassVar[type[Any]]
@@ -212,8 +213,8 @@ class TritonCell:
 
 
 class TritonBackCell:
-    """Same contract as :class:`treelm.kernels.onlstm_cpu.TorchBackCell`: ``__call__(t, dh)`` writes
-    ``δz_t`` into ``dG[t]`` and turns ``dc`` into ``δc_{t-1}``, with one kernel launch (one
+    """Same contract as :class:`treelm.kernels.onlstm_torch.TorchBackCell`: ``__call__(t, dh)``
+    writes ``δz_t`` into ``dG[t]`` and turns ``dc`` into ``δc_{t-1}``, with one kernel launch (one
     program per row). ``dout`` is made contiguous once per sequence (a sum's gradient arrives as
     a stride-0 view); when a pointer is absent the kernel is compiled without reading it.
     """
@@ -252,17 +253,10 @@ class TritonBackCell:
 TritonCell.Backward = TritonBackCell
 
 
-def onlstm_triton_sequence(
-    x: Tensor,
-    state: tuple[Tensor, Tensor],
-    weight_ih: Tensor,
-    bias_ih: Tensor,
-    weight_hh: Tensor,
-    bias_hh: Tensor,
-    n_levels: int,
-    master_input: str,
-) -> tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]:
-    """:func:`treelm.kernels.onlstm_cpu.onlstm_cpu_sequence` with the Triton step kernel."""
-    return onlstm_cpu_sequence(
+def onlstm_triton_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor,
+                           bias_ih: Tensor, weight_hh: Tensor, bias_hh: Tensor, n_levels: int,
+                           master_input: str) -> LayerOutput:
+    """:func:`treelm.kernels.onlstm_torch.onlstm_torch_sequence` with the Triton step kernel."""
+    return onlstm_torch_sequence(
         x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input, cell=TritonCell
     )

@@ -145,6 +145,20 @@ def autocasting(device_type: str) -> bool:
     return device_type in ("cpu", "cuda", "xpu", "mps") and torch.is_autocast_enabled(device_type)
 
 
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype ``torch.autocast`` runs products in for this device type now, ``None`` when it
+    is off (or the device type has no autocast)."""
+    if device_type not in ("cpu", "cuda") or not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
+
+def no_autocast(device_type: str, active: bool) -> contextlib.AbstractContextManager:
+    """Autocast switched off for ``device_type`` (where it was on), else nothing: hand-written
+    passes that cast their own products run the rest in float32."""
+    return torch.autocast(device_type, enabled=False) if active else contextlib.nullcontext()
+
+
 def up(t: torch.Tensor) -> torch.Tensor:
     """``t`` in float32 if autocast made it bfloat16 / float16 (float64 and float32 stay)."""
     return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t

@@ -1,6 +1,6 @@
 // The fused ON-LSTM's time loops in C++: the whole forward recurrence (saving for backward or not)
 // and the whole BPTT loop, for float32 and float64 CPU tensors. Equations, buffer layout and
-// notation: treelm/kernels/onlstm_cpu.py (module docstring); the Python wrapper that builds,
+// notation: treelm/kernels/onlstm_torch.py (module docstring); the Python wrapper that builds,
 // loads and calls this file is treelm/kernels/onlstm_cxx.py.
 //
 // Per step: one recurrent product through ATen (torch.mm's addmm_out/mm_out into preallocated
@@ -270,7 +270,7 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
 
 // --------------------------------------------------------------------------------- backward
 
-// One row's backward step (onlstm_cpu.py's equations). dh: δh_t without dout; dout: this step's
+// One row's backward step (onlstm_torch.py's equations). dh: δh_t without dout; dout: this step's
 // output gradient (zeros where there is none); dc: δc_t in, δc_{t-1} out; dz (G): δz_t;
 // lvl_i, lvl_f: this row's δdi_t / L and −δdf_t / L.
 template <typename T>

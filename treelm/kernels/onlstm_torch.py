@@ -44,7 +44,7 @@ Saved per step: the activated gates, ``p̃``, ``[ĩ, f̃]``, ``[î, f̂]``, ``c_
 
 Under ``torch.autocast`` the products run in the autocast dtype (bfloat16, float16) and the
 gate math, the master-gate cumulative sums and the cell state in float32: the list of which
-tensor is kept in which precision is in :func:`onlstm_cpu_sequence`.
+tensor is kept in which precision is in :func:`onlstm_torch_sequence`.
 
 No host work (what a GPU, and a CUDA graph capturing the sequence, needs): every buffer and scratch
 tensor is allocated once per sequence, in shapes fixed by ``(T, B)``; the steps write through
@@ -56,7 +56,6 @@ checks this by recording every op of a forward and backward.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
@@ -65,83 +64,23 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import CastMatmul, FixedMatmul, linear, matmul
+from treelm.kernels.gemm import linear, matmul, step_matmul
+from treelm.kernels.onlstm_buffers import ForwardBuffers
+from treelm.kernels.precision import autocast_dtype, no_autocast
 
-__all__ = [
-    "ForwardBuffers",
-    "ONLSTMFunction",
-    "TorchBackCell",
-    "TorchCell",
-    "onlstm_backward_loop",
-    "onlstm_cpu_sequence",
-    "onlstm_forward_loop",
-]
+__all__ = ["CellFactory", "ForwardBuffers", "LayerOutput", "ONLSTMFunction", "TorchBackCell",
+           "TorchCell", "onlstm_backward_loop", "onlstm_forward_loop", "onlstm_torch_sequence",
+           "project_inputs", "weight_grad"]
 
 _aten = torch.ops.aten
 
+#: What a whole-sequence ON-LSTM layer returns: ``out`` (T, B, H), ``(h_T, c_T)`` and the levels
+#: ``{"df": (T, B), "di": (T, B)}``.
+LayerOutput = tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]
 
-class ForwardBuffers:
-    """Everything the forward pass writes; with ``save`` sized for all steps (backward reads it).
 
-    ``gates`` (n, B, G): the pre-activations, overwritten in place by ``[z_ĩ, z_f̃ | o, ĉ, i, f]``
-    (the master logits stay); ``P``, ``M`` (·, B, 2, L): ``[p̃_i, p̃_f]`` and ``[ĩ, f̃]``;
-    ``hat`` (n, B, 2, H): ``[î, f̂]``; ``cs`` (T + 1, B, H): ``c_0 … c_T`` (two alternating slots
-    without ``save``); ``tanh_c`` (n, B, H); ``out`` (T, B, H): ``h_1 … h_T``. ``n = T`` with
-    ``save``, else 1 (slot ``k = 0`` reused). ``M`` always covers all ``T`` steps (the levels).
-    """
-
-    FIELDS = ("gates", "P", "M", "hat", "cs", "tanh_c", "out")
-
-    def __init__(self, xp: Tensor, hidden: int, n_levels: int, save: bool) -> None:
-        T, B, G = xp.shape
-        H, L = hidden, n_levels
-        n = T if save else 1
-        new = xp.new_empty
-        self._dims(T, B, H, L, save)
-        self.gates = new(n, B, G)
-        self.P, self.M = new(n, B, 2, L), new(T, B, 2, L)
-        self.hat = new(n, B, 2, H)
-        self.cs = new(T + 1 if save else 2, B, H)
-        self.tanh_c = new(n, B, H)
-        self.out = new(T, B, H)
-
-    def _dims(self, T: int, B: int, H: int, L: int, save: bool) -> None:
-        self.T, self.B, self.H, self.L, self.C, self.save = T, B, H, L, H // L, save
-
-    def tensors(self) -> tuple[Tensor, ...]:
-        """The buffers in :attr:`FIELDS` order (for ``ctx.save_for_backward``)."""
-        return tuple(getattr(self, k) for k in self.FIELDS)
-
-    @classmethod
-    def restore(cls, tensors: tuple[Tensor, ...]) -> ForwardBuffers:
-        """The saved buffers of a ``save=True`` forward, from :meth:`tensors`."""
-        buf = cls.__new__(cls)
-        for k, t in zip(cls.FIELDS, tensors):
-            setattr(buf, k, t)
-        T, B, _, L = buf.M.shape
-        buf._dims(T, B, buf.out.shape[-1], L, True)
-        return buf
-
-    def slots(self, t: int) -> tuple[int, int, int]:
-        """Buffer indices at step ``t``: per-step slot ``k``, and the slots of c_{t-1} and c_t."""
-        if self.save:
-            return t, t, t + 1
-        return 0, t % 2, (t + 1) % 2
-
-    def gate_views(self, gates: Tensor) -> dict[str, tuple[Tensor, ...]]:
-        """Per-step views of a (·, B, G) gate-layout tensor: logits (B, 2L) and (B, 2, L),
-        ``o``, ``ĉ`` (B, H), ``[i, f]`` (B, 2, H) and (B, 2, L, C)."""
-        n, B, _ = gates.shape
-        H, L, C = self.H, self.L, self.C
-        a = 2 * L
-        return {
-            "m2": gates[:, :, :a].unbind(0),
-            "m": gates[:, :, :a].view(n, B, 2, L).unbind(0),
-            "o": gates[:, :, a : a + H].unbind(0),
-            "g": gates[:, :, a + H : a + 2 * H].unbind(0),
-            "if": gates[:, :, a + 2 * H :].view(n, B, 2, H).unbind(0),
-            "if4": gates[:, :, a + 2 * H :].view(n, B, 2, L, C).unbind(0),
-        }
+#: Builds a sequence's per-step gate math from its buffers: :class:`TorchCell` or a kernel.
+CellFactory = Callable[[ForwardBuffers, bool], Callable[[int], None]]
 
 
 class TorchCell:
@@ -198,28 +137,21 @@ class TorchCell:
         torch.mul(v["o"][k], self.tc[k], out=self.out[t])   # h_t = o∘tanh(c_t)
 
 
-def onlstm_forward_loop(
-    xp: Tensor,
-    h0: Tensor,
-    c0: Tensor,
-    weight_hh: Tensor,
-    n_levels: int,
-    symmetric: bool,
-    save: bool,
-    cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
-    gemm_dtype: torch.dtype | None = None,
-) -> tuple[Tensor, Tensor, Tensor, Tensor, ForwardBuffers]:
+def onlstm_forward_loop(xp: Tensor, h0: Tensor, c0: Tensor, weight_hh: Tensor, n_levels: int,
+                        symmetric: bool, save: bool, cell: CellFactory = TorchCell,
+                        gemm_dtype: torch.dtype | None = None
+                        ) -> tuple[Tensor, Tensor, Tensor, Tensor, ForwardBuffers]:
     """The forward recurrence from the input projections ``xp`` (T, B, G).
 
     Returns ``out`` (T, B, H), ``c_T`` (B, H), ``df``, ``di`` (T, B) and the buffers. ``cell``
     builds the per-step gate math (:class:`TorchCell`, or a Triton kernel with the same contract).
     ``gemm_dtype``: the recurrent products' precision under autocast (see
-    :func:`onlstm_cpu_sequence`); ``None``: the buffers' dtype.
+    :func:`onlstm_torch_sequence`); ``None``: the buffers' dtype.
     """
     T, B, _ = xp.shape
     buf = ForwardBuffers(xp, h0.shape[1], n_levels, save)
     step = cell(buf, symmetric)
-    recurrent = _recurrent(weight_hh, B, T, False, gemm_dtype)  # h (B, H) -> h U^T (B, G)
+    recurrent = step_matmul(weight_hh, B, T, False, gemm_dtype)  # h (B, H) -> h U^T (B, G)
     xps, gates, out = xp.unbind(0), buf.gates.unbind(0), buf.out.unbind(0)
     buf.cs[0].copy_(c0)
     h = h0.contiguous()
@@ -320,20 +252,12 @@ class BackCell(Protocol):
     def __call__(self, t: int, dh: Tensor | None) -> None: ...
 
 
-def onlstm_backward_loop(
-    dout: Tensor | None,
-    dh_last: Tensor | None,
-    dc_last: Tensor | None,
-    ddf: Tensor | None,
-    ddi: Tensor | None,
-    h0: Tensor,
-    weight_hh: Tensor,
-    buf: ForwardBuffers,
-    symmetric: bool,
-    need_weight: bool,
-    back: type[BackCell] = TorchBackCell,
-    gemm_dtype: torch.dtype | None = None,
-) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+def onlstm_backward_loop(dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
+                         ddf: Tensor | None, ddi: Tensor | None, h0: Tensor, weight_hh: Tensor,
+                         buf: ForwardBuffers, symmetric: bool, need_weight: bool,
+                         back: type[BackCell] = TorchBackCell,
+                         gemm_dtype: torch.dtype | None = None
+                         ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """BPTT through the saved forward buffers (see the module docstring for the equations).
 
     Returns ``dxp`` (T, B, G) (= δz for every step), ``dh0``, ``dc0`` (B, H) and ``dU`` (G, H)
@@ -355,7 +279,7 @@ def onlstm_backward_loop(
     dc = (buf.gates.new_zeros(B, H) if dc_last is None
           else dc_last.clone(memory_format=contiguous))
     step = back(buf, symmetric, dG, dc, dout, level_grad)
-    recurrent_t = _recurrent(weight_hh, B, T, True, gemm_dtype)  # δz (B, G) -> δz U (B, H)
+    recurrent_t = step_matmul(weight_hh, B, T, True, gemm_dtype)  # δz (B, G) -> δz U (B, H)
     # δh_{t-1} written in place by torch.mm; a packed CPU product returns its own result
     dh_out = buf.gates.new_empty(B, H) if recurrent_t.in_place else None
     dh = None if dh_last is None else dh_last.clone(memory_format=contiguous)
@@ -363,16 +287,21 @@ def onlstm_backward_loop(
     for t in range(T - 1, -1, -1):
         step(t, dh)
         dh = recurrent_t(dz_all[t], out=dh_out)
-    dU = None
-    if need_weight:                 # δU = Σ_t δz_tᵀ h_{t-1}: one (G, T·B)·(T·B, H) product
-        hs = torch.cat((h0.unsqueeze(0), buf.out[:-1])) if T > 1 else h0.unsqueeze(0)
-        if gemm_dtype is None:
-            dU = matmul(dG.view(-1, G).t(), hs.reshape(-1, H))
-        else:
-            dU = matmul(dG.view(-1, G).to(gemm_dtype).t(),
-                        hs.reshape(-1, H).to(gemm_dtype)).to(weight_hh.dtype)
     assert dh is not None
+    dU = weight_grad(dG, h0, buf.out, gemm_dtype, weight_hh.dtype) if need_weight else None
     return dG, dh, dc, dU
+
+
+def weight_grad(dG: Tensor, h0: Tensor, out: Tensor, gemm_dtype: torch.dtype | None,
+                dtype: torch.dtype) -> Tensor:
+    """``δU = Σ_t δz_tᵀ h_{t-1}``: one ``(G, T·B)·(T·B, H)`` product (in ``gemm_dtype`` when
+    set), returned in ``dtype``."""
+    T, _, G = dG.shape
+    hs = torch.cat((h0.unsqueeze(0), out[:-1])) if T > 1 else h0.unsqueeze(0)
+    a, b = dG.reshape(-1, G), hs.reshape(-1, out.shape[-1])
+    if gemm_dtype is None:
+        return matmul(a.t(), b)
+    return matmul(a.to(gemm_dtype).t(), b.to(gemm_dtype)).to(dtype)
 
 
 class ONLSTMFunction(torch.autograd.Function):
@@ -383,21 +312,13 @@ class ONLSTMFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(
-        ctx: Any,
-        xp: Tensor,
-        h0: Tensor,
-        c0: Tensor,
-        weight_hh: Tensor,
-        n_levels: int,
-        symmetric: bool,
-        cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
-        gemm_dtype: torch.dtype | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    def forward(ctx: Any, xp: Tensor, h0: Tensor, c0: Tensor, weight_hh: Tensor, n_levels: int,
+                symmetric: bool, cell: CellFactory = TorchCell,
+                gemm_dtype: torch.dtype | None = None
+                ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         save = any(ctx.needs_input_grad[:4])
-        out, c_last, df, di, buf = onlstm_forward_loop(
-            xp, h0, c0, weight_hh, n_levels, symmetric, save, cell, gemm_dtype
-        )
+        out, c_last, df, di, buf = onlstm_forward_loop(xp, h0, c0, weight_hh, n_levels,
+                                                       symmetric, save, cell, gemm_dtype)
         ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
         ctx.back = getattr(cell, "Backward", TorchBackCell)
         if save:
@@ -406,16 +327,14 @@ class ONLSTMFunction(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(
-        ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
-        ddf: Tensor | None, ddi: Tensor | None,
-    ) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
+                 ddf: Tensor | None, ddi: Tensor | None) -> tuple[Tensor | None, ...]:
         h0, weight_hh, *saved = ctx.saved_tensors
         buf = ForwardBuffers.restore(tuple(saved))
         need = ctx.needs_input_grad
         # under autocast the backward may run inside the autocast region too: its own products
         # are cast explicitly (gemm_dtype), nothing else is to be cast
-        with _no_autocast(h0.device.type, ctx.gemm_dtype is not None):
+        with no_autocast(h0.device.type, ctx.gemm_dtype is not None):
             dG, dh0, dc0, dU = onlstm_backward_loop(
                 dout, dh_last, dc_last, ddf, ddi, h0, weight_hh, buf, ctx.symmetric, need[3],
                 ctx.back, ctx.gemm_dtype,
@@ -424,17 +343,9 @@ class ONLSTMFunction(torch.autograd.Function):
                 dU, None, None, None, None)
 
 
-def onlstm_cpu_sequence(
-    x: Tensor,
-    state: tuple[Tensor, Tensor],
-    weight_ih: Tensor,
-    bias_ih: Tensor,
-    weight_hh: Tensor,
-    bias_hh: Tensor,
-    n_levels: int,
-    master_input: str,
-    cell: Callable[[ForwardBuffers, bool], Callable[[int], None]] = TorchCell,
-) -> tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]:
+def onlstm_torch_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor,
+                          bias_ih: Tensor, weight_hh: Tensor, bias_hh: Tensor, n_levels: int,
+                          master_input: str, cell: CellFactory = TorchCell) -> LayerOutput:
     """Fused ON-LSTM layer: x (T, B, I), state ``(h0, c0)`` each (B, H).
 
     Returns ``out`` (T, B, H), ``(h_T, c_T)`` and ``{"df": (T, B), "di": (T, B)}``; all are
@@ -452,6 +363,26 @@ def onlstm_cpu_sequence(
       backward ``δz``, ``δh``, ``δc`` and every per-level sum. ``h0``, ``c0`` are taken as
       float32, and the weight gradient is returned in the weight's dtype.
     """
+    xp, h0, c0, symmetric, low, grad = project_inputs(x, state, weight_ih, bias_ih, weight_hh,
+                                                      bias_hh, master_input)
+    with no_autocast(x.device.type, low is not None):
+        if grad:
+            out, h, c, df, di = ONLSTMFunction.apply(xp, h0, c0, weight_hh, n_levels, symmetric,
+                                                     cell, low)
+        else:
+            out, c, df, di, _ = onlstm_forward_loop(xp, h0, c0, weight_hh, n_levels, symmetric,
+                                                    False, cell, low)
+            h = out[-1]
+    return out, (h, c), {"df": df, "di": di}
+
+
+def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
+                   weight_hh: Tensor, bias_hh: Tensor, master_input: str
+                   ) -> tuple[Tensor, Tensor, Tensor, bool, torch.dtype | None, bool]:
+    """What every fused path does before its time loop: ``xp = x W_ihᵀ + b_ih + b_hh`` for all
+    steps in one GEMM (autocast's product, taken back to float32, under autocast), the state in
+    float32 under autocast; returns ``(xp, h0, c0, symmetric, autocast dtype or None, whether a
+    gradient is wanted)``."""
     if master_input not in ("paper", "symmetric"):
         raise ValueError(f"unknown master_input {master_input!r}")
     h0, c0 = state
@@ -461,40 +392,5 @@ def onlstm_cpu_sequence(
     else:                       # autocast's product, then the recurrence in float32
         xp = F.linear(x, weight_ih, bias_ih + bias_hh).float()
         h0, c0 = h0.float(), c0.float()
-    symmetric = master_input == "symmetric"
-    grad = torch.is_grad_enabled() and any(
-        t.requires_grad for t in (xp, h0, c0, weight_hh)
-    )
-    with _no_autocast(x.device.type, low is not None):
-        if grad:
-            out, h, c, df, di = ONLSTMFunction.apply(
-                xp, h0, c0, weight_hh, n_levels, symmetric, cell, low
-            )
-        else:
-            out, c, df, di, _ = onlstm_forward_loop(
-                xp, h0, c0, weight_hh, n_levels, symmetric, False, cell, low
-            )
-            h = out[-1]
-    return out, (h, c), {"df": df, "di": di}
-
-
-def autocast_dtype(device_type: str) -> torch.dtype | None:
-    """The dtype ``torch.autocast`` runs products in for this device type now, ``None`` when it
-    is off (or the device type has no autocast)."""
-    if device_type not in ("cpu", "cuda") or not torch.is_autocast_enabled(device_type):
-        return None
-    return torch.get_autocast_dtype(device_type)
-
-
-def _no_autocast(device_type: str, active: bool) -> contextlib.AbstractContextManager[Any]:
-    """Autocast switched off for ``device_type`` (where it was on), else nothing."""
-    return torch.autocast(device_type, enabled=False) if active else contextlib.nullcontext()
-
-
-def _recurrent(weight_hh: Tensor, batch: int, steps: int, transpose: bool,
-               gemm_dtype: torch.dtype | None) -> FixedMatmul | CastMatmul:
-    """The per-step product by ``weight_hh`` (``h Uᵀ``, or ``δz U`` with ``transpose``), in
-    ``gemm_dtype`` when that is set and not the weight's."""
-    if gemm_dtype is None or gemm_dtype == weight_hh.dtype:
-        return FixedMatmul(weight_hh, batch, transpose=transpose, steps=steps)
-    return CastMatmul(weight_hh, batch, gemm_dtype, transpose=transpose, steps=steps)
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (xp, h0, c0, weight_hh))
+    return xp, h0, c0, master_input == "symmetric", low, grad
