@@ -11,15 +11,14 @@ epoch and what it carries between batches), the optimiser and every RNG state.
 The loop knows nothing of the data: a batch goes to ``task.loss``, scores come from
 ``task.evaluate`` (:class:`treelm.tasks.base.Task`). With ``train.eval_parse`` a language model's
 trees are scored too at every validation (:mod:`treelm.syntax.tracking`), logged beside the
-scores and never used to choose a checkpoint.
+scores and never used to choose a checkpoint. The run directory's side (making it whole,
+the writer lock, checkpoints and their restore) is :mod:`treelm.train.persistence`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import hashlib
-import shutil
 import sys
 import time
 from typing import Any
@@ -28,17 +27,13 @@ import torch
 from torch import nn
 
 from treelm import progress
-from treelm.config import dump_config
 from treelm.errors import TreelmError
-from treelm.kernels import gemm, precision
+from treelm.kernels import precision
 from treelm.rundir.checkpoint import (
-    load_trainer_state,
-    load_weights,
     model_signature,
-    save_checkpoint,
 )
-from treelm.rundir.files import MetricsLog, RunFiles, atomic_write_text
-from treelm.rundir.lock import RunLock, RunLockedError
+from treelm.rundir.files import MetricsLog, RunFiles
+from treelm.rundir.lock import RunLock
 from treelm.tasks.base import Batch, Evaluation
 from treelm.train import budget
 from treelm.train import distributed as D
@@ -52,12 +47,13 @@ from treelm.train.builders import (
     train_sections,
 )
 from treelm.train.interrupts import StopRequests
+from treelm.train.persistence import Persistence
 from treelm.train.progress import Progress
-from treelm.train.reproducible import rng_state, set_rng_state, use_deterministic
-from treelm.train.state import LoopState, upgrade_state
+from treelm.train.reproducible import use_deterministic
+from treelm.train.state import LoopState
 
 
-class Trainer:
+class Trainer(Persistence):
     def __init__(self, cfg: dict[str, Any], files: RunFiles, resume: bool = False,
                  quiet: bool = False, started: float | None = None) -> None:
         # the run's clock starts with the command (``started``: its perf_counter), else here
@@ -123,46 +119,6 @@ class Trainer:
         return ParseTracker(ep.treebank, self.model, ep.layers, ep.rules, ep.max_len,
                             ep.max_sentences, ep.batch_size)
 
-    def _start(self) -> None:
-        """Make the run directory with its config, tables and a step-0 checkpoint, so that a
-        kill at any later moment leaves a run that resumes. A failure here leaves nothing."""
-        made = not self.files.path.exists()
-        try:
-            if self.dist.main:
-                self.files.path.mkdir(parents=True, exist_ok=True)
-                self._lock()
-                atomic_write_text(self.files.config, dump_config(self.cfg))
-                self.task.save(self.files)
-                self.files.write_fingerprints(self.task.data_files())
-                self.metrics.start()
-            self.save()
-        except RunLockedError:
-            raise                   # another process's run: nothing here is ours to remove
-        except BaseException as e:
-            self.close()
-            if made and self.dist.main:
-                shutil.rmtree(self.files.path, ignore_errors=True)
-            if isinstance(e, OSError):
-                raise TreelmError(f"{self.files.path}: cannot write the run directory "
-                                  f"({e.strerror or e})") from None
-            raise
-
-    def _lock(self) -> None:
-        """Take the run directory's writer lock (main process; :mod:`treelm.rundir.lock`)."""
-        if not self.dist.main:
-            return
-        try:
-            note = self.lock.acquire()
-        except OSError as e:
-            raise TreelmError(f"{self.files.path}: cannot write the run directory "
-                              f"({e.strerror or e})") from None
-        if note:
-            self.tell(note)
-
-    def close(self) -> None:
-        """Release the run directory (the lock); safe to call twice."""
-        self.lock.release()
-
     def _choose_precision(self, resumed: bool) -> precision.Choice:
         """fp32 or bf16 for this run: ``train.precision``, ``auto`` measured once per process
         (:mod:`treelm.kernels.precision`); a resume keeps what the run started with unless the
@@ -183,41 +139,6 @@ class Trainer:
         self.autocast = lambda: precision.autocast(choice.precision, self.device)
         self.say(f"treelm: precision {choice.precision} ({choice.reason})")
         return choice
-
-    # ---------------------------------------------------------------- state
-    def save(self, best: bool = False) -> None:
-        t0 = self._tick()
-        self.s.metrics_bytes = self.metrics.nbytes
-        state = {"loop": dataclasses.asdict(self.s),
-                 "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
-                 "optimizer": self.optimizer.state_dict(),
-                 "averager": self.averager.state_dict(),
-                 **rng_state(self.device), "world": self.dist.world,
-                 "gemm": gemm.measurements()}     # a resume chooses the same GEMM backends
-        if self.dist.main:
-            save_checkpoint(self.files.path, self.model, state, self.signature, best,
-                            self.averager if self.averager.active else None,
-                            precision=self.s.precision or None)
-        D.barrier(self.dist)
-        self.save_seconds = self._tick() - t0
-
-    def _restore(self) -> None:
-        self._lock()
-        for line in self.files.changed_data() if self.dist.main else []:
-            print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
-        load_weights(self.files.path, self.model, "last", self.signature)
-        s = upgrade_state(load_trainer_state(self.files.path))
-        self.s = LoopState(**s["loop"])
-        tasks = s["task"]
-        same = len(tasks) == self.dist.world
-        self.task.load_state_dict(tasks[self.dist.rank if same else 0], same)
-        self.optimizer.load_state_dict(s["optimizer"])
-        self.averager.load_state_dict(s["averager"])
-        set_rng_state(s, self.device)
-        gemm.restore_measurements(s.get("gemm", []))
-        self.metrics.nbytes = self.s.metrics_bytes
-        if self.dist.main:  # forget what was logged after the checkpoint
-            self.metrics.truncate(self.s.metrics_bytes)
 
     # ---------------------------------------------------------------- output
     def event(self, event: str, **fields: Any) -> None:

@@ -1,0 +1,109 @@
+"""What lets a run survive a kill at any moment: the run directory made whole before the first
+batch (config, symbol tables, data fingerprints and a step-0 checkpoint, or nothing at all), one
+writer at a time (:mod:`treelm.rundir.lock`), and checkpoints holding everything the next batch
+depends on (the loop's :class:`LoopState`, the task's position, the optimiser and averager, every
+RNG state and the GEMM backends measured), restored whole on ``--resume`` so that the loss curve
+continues as an uninterrupted run's would.
+
+A mixin of :class:`treelm.train.trainer.Trainer`, which owns the attributes used here; apart so
+that the loop's file reads as the loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sys
+from typing import Any
+
+from treelm.config import dump_config
+from treelm.errors import TreelmError
+from treelm.kernels import gemm
+from treelm.rundir.checkpoint import load_trainer_state, load_weights, save_checkpoint
+from treelm.rundir.files import atomic_write_text
+from treelm.rundir.lock import RunLockedError
+from treelm.train import distributed as D
+from treelm.train.reproducible import rng_state, set_rng_state
+from treelm.train.state import LoopState, upgrade_state
+
+
+class Persistence:
+    """The run directory's side of :class:`~treelm.train.trainer.Trainer`."""
+
+    cfg: dict[str, Any]
+    s: LoopState
+    save_seconds: float
+
+    def _start(self) -> None:
+        """Make the run directory with its config, tables and a step-0 checkpoint, so that a
+        kill at any later moment leaves a run that resumes. A failure here leaves nothing."""
+        made = not self.files.path.exists()
+        try:
+            if self.dist.main:
+                self.files.path.mkdir(parents=True, exist_ok=True)
+                self._lock()
+                atomic_write_text(self.files.config, dump_config(self.cfg))
+                self.task.save(self.files)
+                self.files.write_fingerprints(self.task.data_files())
+                self.metrics.start()
+            self.save()
+        except RunLockedError:
+            raise                   # another process's run: nothing here is ours to remove
+        except BaseException as e:
+            self.close()
+            if made and self.dist.main:
+                shutil.rmtree(self.files.path, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise TreelmError(f"{self.files.path}: cannot write the run directory "
+                                  f"({e.strerror or e})") from None
+            raise
+
+    def _lock(self) -> None:
+        """Take the run directory's writer lock (main process; :mod:`treelm.rundir.lock`)."""
+        if not self.dist.main:
+            return
+        try:
+            note = self.lock.acquire()
+        except OSError as e:
+            raise TreelmError(f"{self.files.path}: cannot write the run directory "
+                              f"({e.strerror or e})") from None
+        if note:
+            self.tell(note)
+
+    def close(self) -> None:
+        """Release the run directory (the lock); safe to call twice."""
+        self.lock.release()
+
+    def save(self, best: bool = False) -> None:
+        t0 = self._tick()
+        self.s.metrics_bytes = self.metrics.nbytes
+        state = {"loop": dataclasses.asdict(self.s),
+                 "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
+                 "optimizer": self.optimizer.state_dict(),
+                 "averager": self.averager.state_dict(),
+                 **rng_state(self.device), "world": self.dist.world,
+                 "gemm": gemm.measurements()}     # a resume chooses the same GEMM backends
+        if self.dist.main:
+            save_checkpoint(self.files.path, self.model, state, self.signature, best,
+                            self.averager if self.averager.active else None,
+                            precision=self.s.precision or None)
+        D.barrier(self.dist)
+        self.save_seconds = self._tick() - t0
+
+    def _restore(self) -> None:
+        self._lock()
+        for line in self.files.changed_data() if self.dist.main else []:
+            print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
+        load_weights(self.files.path, self.model, "last", self.signature)
+        s = upgrade_state(load_trainer_state(self.files.path))
+        self.s = LoopState(**s["loop"])
+        tasks = s["task"]
+        same = len(tasks) == self.dist.world
+        self.task.load_state_dict(tasks[self.dist.rank if same else 0], same)
+        self.optimizer.load_state_dict(s["optimizer"])
+        self.averager.load_state_dict(s["averager"])
+        set_rng_state(s, self.device)
+        gemm.restore_measurements(s.get("gemm", []))
+        self.metrics.nbytes = self.s.metrics_bytes
+        if self.dist.main:  # forget what was logged after the checkpoint
+            self.metrics.truncate(self.s.metrics_bytes)
