@@ -82,3 +82,58 @@ def test_the_doc_lists_every_package():
     doc = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
     missing = [p for p in ALLOWED if f"`{p}`" not in doc]
     assert not missing, missing
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Every ``treelm`` module's imports of other ``treelm`` modules, those inside functions too
+    (a lazy import still ties the two modules together)."""
+    pkg_root = ROOT / "treelm"
+    names = {".".join(("treelm", *f.relative_to(pkg_root).with_suffix("").parts))
+             .removesuffix(".__init__") for f in pkg_root.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for f in pkg_root.rglob("*.py"):
+        me = ".".join(("treelm", *f.relative_to(pkg_root).with_suffix("").parts))
+        me = me.removesuffix(".__init__")
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for t in targets:
+                # a package's __init__ is not an edge to each of its modules: only named modules
+                if t in names and t != me and not me.startswith(t + "."):
+                    edges.setdefault(me, set()).add(t)
+    return edges
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        path.append(n)
+        for m in sorted(edges.get(n, ())):
+            if state.get(m) == 1:
+                return path[path.index(m):] + [m]
+            if m not in state and (found := visit(m)) is not None:
+                return found
+        path.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(edges):
+        if n not in state and (found := visit(n)) is not None:
+            return found
+    return None
+
+
+def test_no_module_imports_itself_in_a_circle():
+    cycle = find_cycle(module_imports())
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_the_circle_finder_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}}) is None

@@ -25,9 +25,10 @@ from treelm.models.convs2s import ConvS2S
 from treelm.models.lm import RNNLM
 from treelm.models.rnn_attn import RNNAttention
 from treelm.run import Run, load_run
-from treelm.syntax.levels import NoMasterGatesError, level_source
+from treelm.syntax.levels import NoMasterGatesError
 from treelm.syntax.parse import parse_lines
 from treelm.syntax.source_levels import compute_source_levels, source_sentence_levels
+from treelm.syntax.sources import level_source
 from treelm.syntax.trees import build_tree, mirror_tree, read_bracket_tree, tree_leaves
 from treelm.tasks.translation import SPECIALS, TranslationOptions, TranslationTask
 from treelm.text.vocab import Vocab

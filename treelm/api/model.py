@@ -42,7 +42,8 @@ if TYPE_CHECKING:   # torch, nltk and the run load only when a run is opened
     import numpy as np
 
     from treelm.run import Run
-    from treelm.syntax.levels import LevelSource, SentenceLevels
+    from treelm.syntax.levels import SentenceLevels
+    from treelm.syntax.sources import LevelSource
 
 #: Every method of the API, in the order ``supports`` lists them.
 METHODS = ("parse", "levels", "score", "generate", "probe", "tag", "translate", "attention")
@@ -119,7 +120,8 @@ class TreelmModel:
     and ``default_layer`` the one ``parse`` reads unless told (the last-but-one)."""
 
     def __init__(self, run: Run) -> None:
-        from treelm.syntax.levels import NoMasterGatesError, default_layer, level_source
+        from treelm.syntax.levels import NoMasterGatesError, default_layer
+        from treelm.syntax.sources import level_source
 
         self.run = run
         self.task: str = run.task.name
@@ -168,7 +170,8 @@ class TreelmModel:
             raise UnknownSymbolError(str(e).replace("--unk map", "unk='map'")) from None
 
     def _source(self, direction: str) -> LevelSource:
-        from treelm.syntax.levels import DIRECTIONS, level_source
+        from treelm.syntax.levels import DIRECTIONS
+        from treelm.syntax.sources import level_source
 
         if direction not in DIRECTIONS:
             raise TreelmError(f"direction must be one of {', '.join(DIRECTIONS)}, "

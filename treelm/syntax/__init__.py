@@ -11,9 +11,11 @@
   and a treebank (what ``eval-parse`` prints, ``format_table``), and ``format_parse``;
 * :mod:`treelm.syntax.render` -- PNG drawings (imported lazily: it needs matplotlib);
 * :mod:`treelm.syntax.levels` -- per-token master-gate levels of a trained ON-LSTM LM, batched
-  (imported lazily: it needs torch), and ``level_source``, where the verbs obtain levels;
+  (imported lazily: it needs torch);
 * :mod:`treelm.syntax.source_levels` -- the same over the source sentence of a translation run
   whose encoder has ON-LSTM layers (either direction of a bidirectional encoder);
+* :mod:`treelm.syntax.sources` -- ``level_source``, where the verbs obtain levels: the one place
+  that tells the two kinds of run apart (above both modules, which do not import each other);
 * :mod:`treelm.syntax.commands` -- the ``parse``, ``eval-parse``, ``plot`` and ``plot-tree`` verbs
   (arguments and printing only).
 

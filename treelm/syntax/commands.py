@@ -15,7 +15,7 @@ the only one of a 1-layer model.
 layers: the source sentence is read by the run's source tokenizer and the encoder, and the tree
 is over its source symbols (:mod:`treelm.syntax.source_levels`; ``--direction backward``: the
 right-to-left stack of a bidirectional encoder). The levels come from
-:func:`treelm.syntax.levels.level_source`, the one place that tells the two kinds of run apart.
+:func:`treelm.syntax.sources.level_source`, the one place that tells the two kinds of run apart.
 
 The ``add_*`` functions register the sub-commands on ``treelm``'s argparse sub-parsers; each
 ``cmd_*`` checks its arguments, calls the library (:mod:`treelm.syntax.report` for what is
@@ -92,9 +92,9 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
 
 def _open_levels(args: argparse.Namespace) -> tuple[Any, Any]:
     """Load ``args.run_dir``, a language model or a translation run, and its
-    :class:`~treelm.syntax.levels.LevelSource` in ``args.direction``."""
+    :class:`~treelm.syntax.sources.LevelSource` in ``args.direction``."""
     from treelm.run import open_run
-    from treelm.syntax.levels import level_source
+    from treelm.syntax.sources import level_source
 
     run = open_run(args, expect=("lm", "translation"))
     return run, level_source(run, args.direction)

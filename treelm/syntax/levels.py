@@ -43,8 +43,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
 import numpy as np
 import torch
@@ -114,22 +112,6 @@ class SentenceLevels:
         return build_tree(levels, self.tokens, style)
 
 
-@dataclass(frozen=True)
-class LevelSource:
-    """Where a run's levels come from (:func:`level_source`).
-
-    Attributes:
-        layers: 1-based numbers of the layers with master gates.
-        tokenizer: the run's tokenizer of the text the model reads (:mod:`treelm.text`).
-        read: ``read(sentences, batch_size, unk)``: the :class:`SentenceLevels` of tokenised
-            sentences, in input order.
-    """
-
-    layers: tuple[int, ...]
-    tokenizer: Any
-    read: Callable[[Sequence[Sequence[str]], int, str], list[SentenceLevels]]
-
-
 def master_gate_layers(cells: Sequence[nn.Module]) -> tuple[int, ...]:
     """1-based positions of the ON-LSTM cells (the ones with master gates) among ``cells``.
 
@@ -152,35 +134,6 @@ def onlstm_layers(model: nn.Module) -> tuple[int, ...]:
     """
     cells = model.layer_cells() if callable(getattr(model, "layer_cells", None)) else []
     return master_gate_layers(cells)
-
-
-def level_source(run: Any, direction: str = "forward") -> LevelSource:
-    """The levels of a loaded run (:func:`treelm.run.load_run`).
-
-    A model that reads a source sentence (``encoder_cells()``: a translation encoder) gives its
-    encoder's levels over the source symbols, read by the task's source tokenizer and vocabulary
-    (:mod:`treelm.syntax.source_levels`); any other model, its language-model levels (this
-    module). ``direction`` picks the stack of a bidirectional encoder.
-
-    Raises:
-        NoMasterGatesError: the model (the encoder) has no ON-LSTM layer.
-        TreelmError: ``direction`` is ``"backward"`` and the model reads left to right only.
-    """
-    if direction not in DIRECTIONS:
-        raise ValueError(f"unknown direction {direction!r}; choose one of {DIRECTIONS}")
-    model = run.model
-    if callable(getattr(model, "encoder_cells", None)):
-        from treelm.syntax.source_levels import encoder_layers, source_sentence_levels
-
-        task = run.task
-        return LevelSource(encoder_layers(model, direction), task.src_tok,
-                           partial(source_sentence_levels, model, task.src_vocab,
-                                   direction=direction))
-    layers = onlstm_layers(model)
-    if direction != "forward":
-        raise TreelmError("direction 'backward' needs a translation run with a bidirectional "
-                          "encoder; this run's model reads left to right only")
-    return LevelSource(layers, run.tokenizer, partial(sentence_levels, model, run.vocab))
 
 
 def default_layer(layers: Sequence[int]) -> int:

@@ -4,7 +4,7 @@ Input lines come from an argument, a file or stdin (:func:`input_lines`); each i
 tokenizer (:func:`tokenize`, :mod:`treelm.text`), optionally re-segmented with jieba or normalised
 as the PTB text was; :func:`parse_lines` runs them through the model ``chunk`` sentences at a time
 and yields the formatted parse of each with the words read as ``<unk>``. The tokenizer and the
-levels come from the run's :class:`~treelm.syntax.levels.LevelSource` (a language model's, or a
+levels come from the run's :class:`~treelm.syntax.sources.LevelSource` (a language model's, or a
 translation encoder's over the source side).
 """
 
@@ -74,7 +74,7 @@ def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: s
                 unk: str = "map", single: bool = False, policy: UnknownSymbols | None = None,
                 where: str = "stdin") -> Iterator[tuple[str, list[str]]]:
     """(formatted parse, unknown words) per input line, in order, with the levels of ``source``
-    (a :class:`~treelm.syntax.levels.LevelSource`). Unknown words follow ``policy`` (default: the
+    (a :class:`~treelm.syntax.sources.LevelSource`). Unknown words follow ``policy`` (default: the
     ``unk`` policy), lines named ``where:N`` in its messages. ``single``: the lines are one
     sentence given as an argument, which must not be empty."""
     from treelm.syntax.report import format_parse
