@@ -262,8 +262,8 @@ def test_eval_data_translation_equals_the_split_and_the_benchmark(bpe_translatio
             gzip.compress((DATA / f"test_2016_flickr.{lang}").read_bytes()))
     gz = _eval(capsys, run, "--data", str(tmp_path / "t"), "--beam", "5")
     _same_scores(data, gz)
-    alpha = _eval(capsys, run, "--data", stem, "--beam", "5", "--alpha", "1.0")
-    assert alpha["alpha"] == 1.0 and alpha["sentences"] == 40
+    alpha = _eval(capsys, run, "--data", stem, "--beam", "5", "--length-penalty", "1.0")
+    assert alpha["length_penalty"] == 1.0 and alpha["sentences"] == 40
 
 
 def test_a_real_pipe_is_read_as_bytes_and_checked_line_by_line(bpe_translation_run, treelm_cmd):

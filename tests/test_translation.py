@@ -380,3 +380,54 @@ def test_convs2s_trains_translates_and_plots_through_the_task(tmp_path, capsys, 
     assert main(["translate", str(run), "--input", str(f), "--beam", "3",
                  "--plot-attention", str(png)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1 and png.stat().st_size > 1000
+
+
+# ----------------------------------------------------------------------------- epoch plan, keys
+@pytest.mark.parametrize("world", [1, 2])
+def test_epoch_plan_is_the_one_translation_always_drew(world):
+    """The task's batches come from the shared epoch iterator now; each rank's plan must be the
+    one the task drew itself before (token_batches under Random(seed · 1 000 003 + epoch), cut
+    to a multiple of ``world`` batches, every world-th): same batches, same order, so a run
+    continues bit for bit and old checkpoints ({"epoch", "pos"}) resume at the same batch."""
+    for epoch in (0, 1):
+        for rank in range(world):
+            cfg = {"task": "translation", "seed": 3,
+                   "data": {"synthetic": "reverse", "synthetic_sizes": [300, 20, 20],
+                            "synthetic_lengths": [3, 9]}}
+            task = TranslationTask.create(cfg, TranslationOptions(max_tokens=200, bucket_pool=64),
+                                          torch.device("cpu"), rank, world)
+            task.load_state_dict({"epoch": epoch, "pos": 0})
+            rows = task.encoded("train")
+            old = token_batches([len(s) for s, _ in rows], [len(t) for _, t in rows], 200,
+                                random.Random(3 * 1_000_003 + epoch), 64)
+            old = old[: len(old) // world * world][rank::world]
+            assert task.epochs.plan() == old
+
+
+def test_saved_runs_with_train_alpha_still_load_and_new_configs_say_the_new_name(
+        translation_run, tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    from treelm.run import load_run
+
+    old = tmp_path / "old-run"
+    shutil.copytree(translation_run, old)
+    cfg_file = old / "config.yaml"
+    cfg = yaml.safe_load(cfg_file.read_text(encoding="utf-8"))
+    cfg["train"]["alpha"] = 0.7                   # as a run saved before the rename holds it
+    cfg["train"].pop("length_penalty", None)
+    cfg_file.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    assert load_run(old).task.options.length_penalty == 0.7
+    here = os.getcwd()
+    os.chdir(ROOT)
+    capsys.readouterr()
+    try:
+        code = main(["train", "--config", "configs/tiny-translation.yaml", "--out",
+                     str(tmp_path / "new"), "train.alpha=0.5"])
+    finally:
+        os.chdir(here)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "train.alpha is train.length_penalty" in err[0], err
+    assert not (tmp_path / "new").exists()

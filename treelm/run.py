@@ -64,11 +64,11 @@ def load_run(path: str | Path, which: str = "best",
     from treelm.models import build_model
     from treelm.rundir.checkpoint import load_weights, model_signature, read_pointer
     from treelm.rundir.files import RunFiles
-    from treelm.tasks import task_class, task_options
+    from treelm.tasks import saved_config, task_class, task_options
 
     files = RunFiles(path)
     pointer = read_pointer(files.path)  # clear error if this is not a run directory
-    cfg = load_config(files.config)
+    cfg = saved_config(load_config(files.config))
     cls = task_class(cfg)
     names = (expect,) if isinstance(expect, str) else expect
     if names is not None and cls.name not in names:

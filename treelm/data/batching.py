@@ -5,11 +5,19 @@
 AWD-LSTM variable sequence lengths: base ``bptt`` with probability 0.95 else ``bptt / 2``, then
 ``seq_len ~ N(base, 5)``, at least 5, at most ``bptt + 20``; the learning rate is scaled by
 ``seq_len / bptt`` so that every token weighs the same.
+
+For data made of examples (sentences, pairs, expressions), :func:`cut_batches` cuts an order of
+examples into batches, by count or under a budget of padded tokens, sorting within windows so that
+a batch holds examples of similar length; the seeded epoch iterator
+(:mod:`treelm.tasks.examples`) and the evaluation batches of translation
+(:func:`treelm.data.parallel.token_batches`) both cut with it.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from typing import Any
 
 from torch import Tensor
 
@@ -40,3 +48,36 @@ class BPTTSchedule:
             return self.bptt
         base = self.bptt if self.rng.random() < 0.95 else self.bptt / 2
         return max(5, min(int(self.rng.gauss(base, 5)), self.bptt + 20))
+
+
+def cut_batches(order: Sequence[int], *, batch_size: int | None = None,
+                max_tokens: int | None = None, lengths: Sequence[int] | None = None,
+                keys: Sequence[Any] | None = None, window: int = 0) -> list[list[int]]:
+    """``order`` (example indices) cut into batches: windows of ``window`` examples (0: all),
+    each sorted by ``keys`` when given, then cut by ``batch_size`` examples or by ``max_tokens``
+    padded tokens (``n · max(lengths) ≤ max_tokens``). Exactly one of the two sizes is given."""
+    if (batch_size is None) == (max_tokens is None):
+        raise ValueError("give exactly one of batch_size and max_tokens")
+    if max_tokens is not None and lengths is None:
+        raise ValueError("max_tokens needs the examples' lengths")
+    size = window or len(order) or 1
+    batches: list[list[int]] = []
+    for lo in range(0, len(order), size):
+        chunk = list(order[lo:lo + size])
+        if keys is not None:
+            chunk.sort(key=keys.__getitem__)
+        if batch_size is not None:
+            batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
+            continue
+        cur: list[int] = []
+        longest = 0
+        for i in chunk:
+            n = lengths[i]                                          # type: ignore[index]
+            if cur and (len(cur) + 1) * max(longest, n) > max_tokens:   # type: ignore[operator]
+                batches.append(cur)
+                cur, longest = [], 0
+            cur.append(i)
+            longest = max(longest, n)
+        if cur:
+            batches.append(cur)
+    return batches

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from treelm.config import parse_section
+from treelm.data.batching import cut_batches
 from treelm.data.corpus import CorpusError
 from treelm.errors import ConfigError
 
@@ -257,21 +258,9 @@ def token_batches(src_lens: list[int], tgt_lens: list[int], max_tokens: int,
     idx = list(range(len(src_lens)))
     if rng is not None:
         rng.shuffle(idx)
-    size = pool or len(idx) or 1
-    batches: list[list[int]] = []
-    for lo in range(0, len(idx), size):
-        chunk = sorted(idx[lo:lo + size], key=lambda i: (src_lens[i], tgt_lens[i]))
-        cur: list[int] = []
-        longest = 0
-        for i in chunk:
-            n = max(src_lens[i], tgt_lens[i])
-            if cur and (len(cur) + 1) * max(longest, n) > max_tokens:
-                batches.append(cur)
-                cur, longest = [], 0
-            cur.append(i)
-            longest = max(longest, n)
-        if cur:
-            batches.append(cur)
+    batches = cut_batches(idx, max_tokens=max_tokens, window=pool,
+                          lengths=[max(s, t) for s, t in zip(src_lens, tgt_lens, strict=True)],
+                          keys=list(zip(src_lens, tgt_lens, strict=True)))
     if rng is not None:
         rng.shuffle(batches)
     return batches

@@ -19,8 +19,8 @@ from treelm.tasks.translation import TranslationTask
 TASKS: dict[str, type[Task]] = {"lm": LMTask, "tagging": TaggingTask, "logic": LogicTask,
                                 "translation": TranslationTask, "listops": ListOpsTask}
 
-__all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "Task", "TaskOptions", "task_class",
-           "task_options"]
+__all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "Task", "TaskOptions", "check_renamed",
+           "saved_config", "task_class", "task_options"]
 
 
 def task_class(cfg: dict[str, Any]) -> type[Task]:
@@ -40,3 +40,23 @@ def task_options(cls: type[Task], cfg: dict[str, Any],
         train = {k: v for k, v in train.items() if k in names}
         others = ()
     return parse_section(cls.Options, train, "train", others)
+
+
+def saved_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A run's saved config as today's code reads it: ``train:`` keys its task has renamed since
+    the run was made (``RENAMED_OPTIONS``) under their new names."""
+    renamed = task_class(cfg).RENAMED_OPTIONS
+    train = cfg.get("train") or {}
+    if not any(k in train for k in renamed):
+        return cfg
+    return {**cfg, "train": {renamed.get(k, k): v for k, v in train.items()}}
+
+
+def check_renamed(cfg: dict[str, Any]) -> None:
+    """A new config that uses a ``train:`` key its task has renamed: one line naming the new
+    key (the old name may mean something else in another task)."""
+    cls = task_class(cfg)
+    for old, new in cls.RENAMED_OPTIONS.items():
+        if old in (cfg.get("train") or {}):
+            raise ConfigError(f"train.{old} is train.{new} in a {cls.name!r} config (train.{old} "
+                              f"is another task's key); rename it")

@@ -84,6 +84,7 @@ class Task:
     Options: ClassVar[type[TaskOptions]] = TaskOptions
     PATH_KEYS: ClassVar[tuple[str, ...]] = ()   # keys of ``data:`` that name files
     EVAL_OPTIONS: ClassVar[tuple[str, ...]] = ()   # keywords of ``evaluate`` beyond the batch
+    RENAMED_OPTIONS: ClassVar[dict[str, str]] = {}  # old -> new train: keys (saved runs)
                                                    # size (translation: beam, alpha)
     DATA_FORMAT: ClassVar[str] = ""             # what ``evaluate_file`` reads, for messages
 

@@ -42,7 +42,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from treelm.data.batching import cut_batches
 from treelm.tasks.base import Batch, Task
+
+__all__ = ["EpochIterator", "ExampleTask", "cut_batches", "eval_mode", "pad_ids"]
 
 SEED_STRIDE = 1_000_003      # epoch e of seed s draws from Random(s · SEED_STRIDE + e)
 
@@ -68,39 +71,6 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         yield model
     finally:
         model.train(was)
-
-
-def cut_batches(order: Sequence[int], *, batch_size: int | None = None,
-                max_tokens: int | None = None, lengths: Sequence[int] | None = None,
-                keys: Sequence[Any] | None = None, window: int = 0) -> list[list[int]]:
-    """``order`` (example indices) cut into batches: windows of ``window`` examples (0: all),
-    each sorted by ``keys`` when given, then cut by ``batch_size`` examples or by ``max_tokens``
-    padded tokens (``n · max(lengths) ≤ max_tokens``). Exactly one of the two sizes is given."""
-    if (batch_size is None) == (max_tokens is None):
-        raise ValueError("give exactly one of batch_size and max_tokens")
-    if max_tokens is not None and lengths is None:
-        raise ValueError("max_tokens needs the examples' lengths")
-    size = window or len(order) or 1
-    batches: list[list[int]] = []
-    for lo in range(0, len(order), size):
-        chunk = list(order[lo:lo + size])
-        if keys is not None:
-            chunk.sort(key=keys.__getitem__)
-        if batch_size is not None:
-            batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
-            continue
-        cur: list[int] = []
-        longest = 0
-        for i in chunk:
-            n = lengths[i]                                          # type: ignore[index]
-            if cur and (len(cur) + 1) * max(longest, n) > max_tokens:   # type: ignore[operator]
-                batches.append(cur)
-                cur, longest = [], 0
-            cur.append(i)
-            longest = max(longest, n)
-        if cur:
-            batches.append(cur)
-    return batches
 
 
 class EpochIterator:

@@ -10,9 +10,10 @@ so ``<pad>`` is 0 on both sides). A pair becomes
     target   y_in = <bos> y_1 … y_n,  y_out = y_1 … y_n <eos>      (B, T)
 
 Training batches hold pairs of similar length up to ``max_tokens`` padded tokens
-(:func:`~treelm.data.parallel.token_batches`: shuffled, sorted by length within ``bucket_pool``
-pairs, batches shuffled; the order is drawn from the run's seed and the epoch, so the position
-``pos`` in it is all a resume needs). Under DDP each process takes every ``world``-th batch.
+(shuffled, sorted by length within ``bucket_pool``
+pairs, batches shuffled: :class:`~treelm.tasks.examples.EpochIterator`, drawn from the run's
+seed and the epoch, so the position in it is all a resume needs). Under DDP each process takes
+every ``world``-th batch.
 ``Batch.size`` is the number of target symbols (``<eos>`` included).
 
 Loss per batch, label-smoothed cross-entropy (Szegedy et al. 2016) with the smoothing mass spread
@@ -23,18 +24,17 @@ uniformly over the V target symbols, as a mean over the N non-padding target pos
 The logged loss is the plain ``−log p(y_t | …)`` mean (nats per target symbol), its perplexity
 ``exp``. Evaluation translates the split with the same search as ``treelm translate``
 (:meth:`TranslationTask.translate`: greedy, or beam search with ``eval_beam`` beams and length
-penalty ``alpha``; at most ``max_len_a · |x| + max_len_b`` target symbols, ``|x|`` counting the
-source's symbols with its ``<eos>``), detokenises, and scores against the split's target lines as
-read: sacreBLEU's corpus BLEU (tokenisation ``13a``, cased, by default; the primary score, higher
-is better, unless ``select_by: loss``) and chrF, the percentage of exact matches, and the
-teacher-forced loss and perplexity.
+penalty ``length_penalty``; at most ``max_len_a · |x| + max_len_b`` target symbols, ``|x|``
+counting the source's symbols with its ``<eos>``), detokenises, and scores against the split's
+target lines as read: sacreBLEU's corpus BLEU (tokenisation ``13a``, cased, by default; the
+primary score, higher is better, unless ``select_by: loss``) and chrF, the percentage of exact
+matches, and the teacher-forced loss and perplexity.
 """
 
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -56,7 +56,8 @@ from treelm.decode.greedy import greedy_decode
 from treelm.decode.seq2seq import RecomputeStep, Seq2SeqStep
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
-from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
+from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
 from treelm.text.tokenizers import SentencePieceTokenizer, Tokenizer, make_tokenizer
 from treelm.text.vocab import BOS, EOS, PAD, UNK, Vocab
 
@@ -72,7 +73,7 @@ class TranslationOptions(TaskOptions):
     eval_batch_size: int = 64        # sentences per decoding batch (validation, translate)
     eval_max_tokens: int = 8000      # padded tokens per batch of the teacher-forced eval loss
     eval_beam: int = 1               # beams when validating (1 = greedy, the fastest)
-    alpha: float = 0.0               # beam search length penalty α (Wu et al. 2016)
+    length_penalty: float = 0.0      # beam search length penalty α (Wu et al. 2016)
     max_len_a: float = 1.5           # longest translation: a · source length + b symbols
     max_len_b: int = 10
     select_by: str = "bleu"          # the best checkpoint by bleu (higher) or loss (lower)
@@ -82,7 +83,7 @@ class TranslationOptions(TaskOptions):
     RULES: ClassVar[dict[str, Any]] = {
         "max_tokens": ">= 1", "bucket_pool": ">= 0", "label_smoothing": "[0, 1)",
         "eval_batch_size": ">= 1", "eval_max_tokens": ">= 1", "eval_beam": ">= 1",
-        "alpha": ">= 0", "max_len_a": ">= 0", "max_len_b": ">= 1",
+        "length_penalty": ">= 0", "max_len_a": ">= 0", "max_len_b": ">= 1",
         "select_by": ("bleu", "loss"),
         "bleu_tokenize": ("13a", "intl", "zh", "char", "none")}
 
@@ -111,17 +112,16 @@ def smoothed_loss(logits: Tensor, target: Tensor, pad: int, eps: float
 
 def pad_rows(rows: Sequence[Sequence[int]], pad: int) -> Tensor:
     """Ragged id lists -> (B, L) padded on the right."""
-    out = torch.full((len(rows), max(len(r) for r in rows)), pad, dtype=torch.long)
-    for b, r in enumerate(rows):
-        out[b, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return out
+    return pad_ids(rows, pad, batch_first=True)[0]
 
 
-class TranslationTask(Task):
+class TranslationTask(ExampleTask):
     name = "translation"
     Options = TranslationOptions
     PATH_KEYS = ParallelData.PATH_KEYS
-    EVAL_OPTIONS = ("beam", "alpha")
+    EVAL_OPTIONS = ("beam", "length_penalty")
+    #: keys of ``train:`` renamed since, read under their new name in a run saved before
+    RENAMED_OPTIONS = {"alpha": "length_penalty"}
     DATA_FORMAT = "a file stem STEM: STEM.<src> and STEM.<tgt>, aligned lines, plain or .gz"
     options: TranslationOptions
 
@@ -148,8 +148,6 @@ class TranslationTask(Task):
         self.dropped = 0                    # training pairs longer than data.max_len
         if train is not None:
             self._splits["train"] = train
-        self.epoch, self.pos = 0, 0         # epochs begun before this one; next batch
-        self._batches: list[list[int]] | None = None
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -270,33 +268,21 @@ class TranslationTask(Task):
         tgt_in = pad_rows([[bos, *r[1][:-1]] for r in rows], pad)
         return src, tgt_in, tgt_out
 
-    def epoch_batches(self) -> list[list[int]]:
-        """This process's batches of pair indices for the current epoch, in order."""
-        if self._batches is None:
-            rows = self.encoded("train")
-            rng = random.Random(self.seed * 1_000_003 + self.epoch)
-            batches = token_batches([len(s) for s, _ in rows], [len(t) for _, t in rows],
-                                    self.options.max_tokens, rng, self.options.bucket_pool)
-            if self.world > 1:     # every process the same number of steps (DDP lockstep)
-                batches = batches[: len(batches) // self.world * self.world]
-            self._batches = batches[self.rank::self.world]
-        return self._batches
+    def make_epochs(self) -> EpochIterator:
+        """Pairs of similar length under a budget of padded tokens (the longer side counts),
+        sorted by (source, target) length within ``bucket_pool`` pairs; a batch counts its
+        target symbols."""
+        rows = self.encoded("train")
+        return EpochIterator(len(rows), self.seed, self.rank, self.world,
+                             max_tokens=self.options.max_tokens, window=self.options.bucket_pool,
+                             keys=[(len(s), len(t)) for s, t in rows],
+                             lengths=[max(len(s), len(t)) for s, t in rows],
+                             units=[len(t) for _, t in rows])
 
-    def batches(self) -> Iterator[Batch]:
-        rows, batches = self.encoded("train"), self.epoch_batches()
-        while self.pos < len(batches):
-            chosen = [rows[i] for i in batches[self.pos]]
-            self.pos += 1
-            data = tuple(t.to(self.device) for t in self._tensors(chosen))
-            yield Batch(data, sum(len(t) for _, t in chosen), last=self.pos >= len(batches))
-
-    def progress(self) -> tuple[int, int]:
-        rows, batches = self.encoded("train"), self.epoch_batches()
-        sizes = [sum(len(rows[i][1]) for i in b) for b in batches]
-        return sum(sizes[: self.pos]), sum(sizes)
-
-    def new_epoch(self) -> None:
-        self.epoch, self.pos, self._batches = self.epoch + 1, 0, None
+    def collate(self, indices: list[int]) -> tuple[Tensor, Tensor, Tensor]:
+        rows = self.encoded("train")
+        return tuple(t.to(self.device)                  # type: ignore[return-value]
+                     for t in self._tensors([rows[i] for i in indices]))
 
     def loss(self, model: nn.Module, batch: Batch) -> LossOut:
         src, tgt_in, tgt_out = batch.data
@@ -309,8 +295,8 @@ class TranslationTask(Task):
 
     # -------------------------------------------------------------- translation
     @torch.no_grad()
-    def _search(self, model: nn.Module, rows: Sequence[list[int]], beam: int, alpha: float,
-                incremental: bool) -> list[tuple[list[int], float | None]]:
+    def _search(self, model: nn.Module, rows: Sequence[list[int]], beam: int,
+                length_penalty: float, incremental: bool) -> list[tuple[list[int], float | None]]:
         """Target ids (without <eos>) and log-probability of each source row, one batch."""
         src = pad_rows(rows, self.src_vocab.pad).to(self.device)
         v = self.tgt_vocab
@@ -322,7 +308,7 @@ class TranslationTask(Task):
             out = greedy_decode(step, logits, state, max(limits), v.eos).t().tolist()
             found: list[tuple[list[int], float | None]] = [(ids, None) for ids in out]
         else:
-            hyps = beam_search(step, logits, state, beam, max(limits), v.eos, alpha)
+            hyps = beam_search(step, logits, state, beam, max(limits), v.eos, length_penalty)
             found = [(h[0].tokens, h[0].logprob) for h in hyps]
         result = []
         for (ids, lp), limit in zip(found, limits, strict=True):
@@ -333,37 +319,34 @@ class TranslationTask(Task):
         return result
 
     def translate(self, model: nn.Module, sentences: Sequence[str], beam: int = 1,
-                  alpha: float | None = None, batch_size: int | None = None,
+                  length_penalty: float | None = None, batch_size: int | None = None,
                   incremental: bool = True) -> list[Translation]:
         """Translations of ``sentences`` (text, one sentence each), in their order: batches of
         ``batch_size`` sentences of similar length, greedy (``beam`` 1) or beam search with
-        length penalty ``alpha`` (default the config's). ``incremental=False`` recomputes the
+        ``length_penalty`` α (default the config's). ``incremental=False`` recomputes the
         whole prefix at every step (same translations, slower; for measurements). An empty
         sentence translates to an empty one without running the model."""
         from torch.nn.utils import parametrize
 
-        alpha = self.options.alpha if alpha is None else alpha
+        if length_penalty is None:
+            length_penalty = self.options.length_penalty
         bs = batch_size or self.options.eval_batch_size
         rows = [self.encode_source(s) for s in sentences]
         todo = sorted((i for i, s in enumerate(sentences) if s.strip()),
                       key=lambda i: len(rows[i]))
         out = [Translation(s, "", []) for s in sentences]
-        was = model.training
-        model.eval()
-        try:
-            # weight-normalised models compute each weight once per search, not once per step
-            with parametrize.cached(), Ticker("translating", len(todo), "sentences") as tick:
-                for lo in range(0, len(todo), bs):
-                    idx = todo[lo:lo + bs]
-                    found = self._search(model, [rows[i] for i in idx], beam, alpha,
-                                         incremental)
-                    for i, (ids, lp) in zip(idx, found, strict=True):
-                        symbols = self.tgt_vocab.decode(ids)
-                        out[i] = Translation(sentences[i], self.tgt_tok.decode_line(symbols),
-                                             symbols, lp)
-                    tick.update(len(idx))
-        finally:
-            model.train(was)
+        # weight-normalised models compute each weight once per search, not once per step
+        with eval_mode(model), parametrize.cached(), Ticker("translating", len(todo),
+                                                            "sentences") as tick:
+            for lo in range(0, len(todo), bs):
+                idx = todo[lo:lo + bs]
+                found = self._search(model, [rows[i] for i in idx], beam, length_penalty,
+                                     incremental)
+                for i, (ids, lp) in zip(idx, found, strict=True):
+                    symbols = self.tgt_vocab.decode(ids)
+                    out[i] = Translation(sentences[i], self.tgt_tok.decode_line(symbols),
+                                         symbols, lp)
+                tick.update(len(idx))
         return out
 
     @torch.no_grad()
@@ -375,35 +358,29 @@ class TranslationTask(Task):
         src = torch.tensor([self.encode_source(t.source)], device=self.device)
         ids = self.tgt_vocab.encode(t.symbols)
         tgt_in = torch.tensor([[self.tgt_vocab.bos, *ids]], device=self.device)
-        was = model.training
-        model.eval()
-        weights = model.attention(src, tgt_in)[:, 0].float().cpu()
-        model.train(was)
+        with eval_mode(model):
+            weights = model.attention(src, tgt_in)[:, 0].float().cpu()
         return weights, self.source_symbols(t.source), [*t.symbols, EOS]
 
     # -------------------------------------------------------------- scores
     @torch.no_grad()
     def _teacher_forced(self, model: nn.Module, rows: Sequence[Pair]) -> tuple[float, int]:
         """Summed −log p of every target symbol of ``rows`` and their number."""
-        was = model.training
-        model.eval()
         total, count = 0.0, 0
         batches = token_batches([len(s) for s, _ in rows], [len(t) for _, t in rows],
                                 self.options.eval_max_tokens)
-        tick = Ticker("scoring references", len(rows), "sentences")
-        for b in batches:
-            src, tgt_in, tgt_out = (x.to(self.device) for x in self._tensors([rows[i]
-                                                                            for i in b]))
-            _, nll, n = smoothed_loss(model(src, tgt_in), tgt_out, self.tgt_vocab.pad, 0.0)
-            total += float(nll) * n
-            count += n
-            tick.update(len(b))
-        tick.close()
-        model.train(was)
+        with eval_mode(model), Ticker("scoring references", len(rows), "sentences") as tick:
+            for b in batches:
+                src, tgt_in, tgt_out = (x.to(self.device)
+                                        for x in self._tensors([rows[i] for i in b]))
+                _, nll, n = smoothed_loss(model(src, tgt_in), tgt_out, self.tgt_vocab.pad, 0.0)
+                total += float(nll) * n
+                count += n
+                tick.update(len(b))
         return total, count
 
     def evaluate(self, model: nn.Module, split: str = "valid", batch_size: int | None = None,
-                 beam: int | None = None, alpha: float | None = None) -> Evaluation:
+                 beam: int | None = None, length_penalty: float | None = None) -> Evaluation:
         """Translate the split and score it (module docstring); ``beam`` defaults to
         ``eval_beam``."""
         from sacrebleu.metrics import BLEU, CHRF
@@ -412,7 +389,7 @@ class TranslationTask(Task):
             raise ValueError(f"unknown split {split!r}")
         pairs = self.split(split)
         hyps = [t.text for t in self.translate(model, pairs.src, beam or self.options.eval_beam,
-                                               alpha, batch_size)]
+                                               length_penalty, batch_size)]
         bleu = BLEU(tokenize=self.options.bleu_tokenize, lowercase=self.options.bleu_lowercase)
         chrf = CHRF()
         b = bleu.corpus_score(hyps, [pairs.tgt])
@@ -430,7 +407,7 @@ class TranslationTask(Task):
                           lines=[b.format(signature=bsig), c.format(signature=csig)])
 
     def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
-                      beam: int | None = None, alpha: float | None = None,
+                      beam: int | None = None, length_penalty: float | None = None,
                       **options: Any) -> Evaluation:
         """The pairs of ``path``.<src> / ``path``.<tgt> (plain or ``.gz``, checked as a split's
         files are) translated and scored as :meth:`evaluate` scores a split: the same search
@@ -439,15 +416,7 @@ class TranslationTask(Task):
         pairs = read_stem(path, self.spec)
         self._splits[key] = pairs
         self._encoded.pop(key, None)
-        ev = self.evaluate(model, key, batch_size, beam, alpha)
+        ev = self.evaluate(model, key, batch_size, beam, length_penalty)
         ev.details["unk_tokens"] = sum(len(self.unknown_source(s)) for s in pairs.src)
         return ev
 
-    # -------------------------------------------------------------- checkpoint state
-    def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "pos": self.pos}
-
-    def load_state_dict(self, state: dict[str, Any], same_shards: bool = True) -> None:
-        self.epoch, self.pos, self._batches = state["epoch"], state["pos"], None
-        if not same_shards:        # another number of processes: restart the epoch
-            self.pos = 0

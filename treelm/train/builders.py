@@ -17,7 +17,7 @@ from treelm.data.treebank import NLTK_NAMES
 from treelm.errors import ConfigError
 from treelm.models import build_model
 from treelm.rundir.files import RunFiles
-from treelm.tasks import Task, TaskOptions, task_class, task_options
+from treelm.tasks import Task, TaskOptions, check_renamed, task_class, task_options
 from treelm.train.config import TrainConfig
 from treelm.train.optim import Averager, make_optimizer
 
@@ -25,6 +25,7 @@ from treelm.train.optim import Averager, make_optimizer
 def train_sections(cfg: dict[str, Any]) -> tuple[TrainConfig, type[Task], TaskOptions]:
     """The ``train:`` section split between the loop and the task; an unknown key is an error."""
     cls = task_class(cfg)
+    check_renamed(cfg)
     loop_keys = tuple(f.name for f in dataclasses.fields(TrainConfig))
     task_keys = tuple(f.name for f in dataclasses.fields(cls.Options))
     tc = TrainConfig.from_dict(cfg.get("train"), others=task_keys)

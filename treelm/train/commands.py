@@ -20,6 +20,7 @@ TRAIN_EPILOG = """examples:
 def cmd_train(args: argparse.Namespace) -> int:
     from treelm.config import apply_overrides, load_config
     from treelm.rundir.files import RunFiles
+    from treelm.tasks import saved_config
     from treelm.train.distributed import launched_rank
     from treelm.train.trainer import resume, train
 
@@ -27,7 +28,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.config:
             raise TreelmError("--resume takes the config from the run directory; drop --config")
         run = Path(args.resume)
-        cfg = apply_overrides(load_config(RunFiles(run).config), args.overrides)
+        cfg = apply_overrides(saved_config(load_config(RunFiles(run).config)), args.overrides)
         summary = resume(run, cfg, quiet=args.quiet, started=args.started)
     else:
         if not args.config or not args.out:
@@ -65,7 +66,7 @@ EVAL_EPILOG = """examples:
   treelm eval runs/onlstm --data other-test.txt              # a text file (language model)
   treelm eval runs/atis-elman --data ../snips/test           # seq.in/seq.out/label, or CoNLL
   treelm eval runs/logic --data bowman/test                  # Bowman's test0 … test12 files
-  treelm eval runs/de-en --data newtest --beam 5 --alpha 0.6 # newtest.de / newtest.en
+  treelm eval runs/de-en --data newtest --beam 5 --length-penalty 0.6 # newtest.de/.en
 """
 
 
@@ -80,11 +81,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise TreelmError("--data scores a file instead of a split; drop --split")
     if args.beam is not None and args.beam < 1:
         raise TreelmError(f"--beam must be >= 1, got {args.beam}")
-    if args.alpha is not None and not (math.isfinite(args.alpha) and args.alpha >= 0):
-        raise TreelmError(f"--alpha must be a finite number >= 0, got {args.alpha}")
-    search = {k: v for k in ("beam", "alpha") if (v := getattr(args, k)) is not None}
+    lp = args.length_penalty
+    if lp is not None and not (math.isfinite(lp) and lp >= 0):
+        raise TreelmError(f"--length-penalty must be a finite number >= 0, got {lp}")
+    search = {k: v for k in ("beam", "length_penalty") if (v := getattr(args, k)) is not None}
     r = open_run(args)
-    unsupported = [f"--{k}" for k in search if k not in r.task.EVAL_OPTIONS]
+    unsupported = [f"--{k.replace('_', '-')}" for k in search if k not in r.task.EVAL_OPTIONS]
     if unsupported:
         raise TreelmError(f"{' and '.join(unsupported)}: a {r.task.name} run has no search; "
                           "these options apply to translation runs")
@@ -128,8 +130,8 @@ def add_eval(sub: Any) -> argparse.ArgumentParser:
                    "(translation: sentences per decoding batch)")
     e.add_argument("--beam", type=int, help="translation: beam size, 1 = greedy (default: the "
                    "config's eval_beam)")
-    e.add_argument("--alpha", type=float, help="translation: length penalty α (default: the "
-                   "config's)")
+    e.add_argument("--length-penalty", type=float, metavar="α", help="translation: beam search "
+                   "length penalty α (default: the config's train.length_penalty)")
     add_run_options(e)
     e.set_defaults(func=cmd_eval)
     return e

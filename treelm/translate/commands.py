@@ -21,12 +21,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from treelm.text.inputs import input_lines, source_name
     from treelm.translate.stream import check_options, translate_stream
 
-    check_options(args.beam, args.batch_size, args.alpha)
+    check_options(args.beam, args.batch_size, args.length_penalty)
     if args.plot_attention:
         check_output(args.plot_attention, IMAGE_SUFFIXES, "attention plot")
     lines = input_lines(args.input)          # a file whole; stdin as it comes
     r = open_run(args, expect="translation")
-    translate_stream(r.task, r.model, lines, args.beam, args.alpha, args.batch_size,
+    translate_stream(r.task, r.model, lines, args.beam, args.length_penalty, args.batch_size,
                      args.plot_attention, args.unk, source_name(args.input))
     return 0
 
@@ -42,7 +42,8 @@ def add_translate(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--input", metavar="FILE", help="sentences, one a line (default: stdin)")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
-    p.add_argument("--alpha", type=float, help="length penalty α (default: the config's)")
+    p.add_argument("--length-penalty", type=float, metavar="α", help="beam search length "
+                   "penalty α (default: the config's train.length_penalty)")
     p.add_argument("--batch-size", type=int, help="sentences per batch (default: the config's)")
     p.add_argument("--plot-attention", metavar="PNG",
                    help="draw the first sentence's attention (one panel per decoder layer)")

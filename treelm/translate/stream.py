@@ -30,13 +30,14 @@ if TYPE_CHECKING:  # torch and the tasks load only when a command runs
 CHUNK = 8         # batches translated together (sorting by length works within a chunk)
 
 
-def check_options(beam: int, batch_size: int | None, alpha: float | None) -> None:
+def check_options(beam: int, batch_size: int | None, length_penalty: float | None) -> None:
     if beam < 1:
         raise TreelmError(f"--beam must be >= 1, got {beam}")
     if batch_size is not None and batch_size < 1:
         raise TreelmError(f"--batch-size must be >= 1, got {batch_size}")
-    if alpha is not None and not (math.isfinite(alpha) and alpha >= 0):
-        raise TreelmError(f"--alpha must be a finite number >= 0, got {alpha}")
+    lp = length_penalty
+    if lp is not None and not (math.isfinite(lp) and lp >= 0):
+        raise TreelmError(f"--length-penalty must be a finite number >= 0, got {lp}")
 
 
 def check_unknown(task: TranslationTask, block: list[str], first_line: int,
@@ -48,7 +49,7 @@ def check_unknown(task: TranslationTask, block: list[str], first_line: int,
 
 
 def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[str], beam: int,
-                     alpha: float | None, batch_size: int | None,
+                     length_penalty: float | None, batch_size: int | None,
                      plot: str | None = None, unk: str = "map", source: str = "stdin") -> None:
     """Translate ``lines`` (of ``source``, for messages) and print one translation a line as
     soon as its chunk is done; with ``plot``, draw the first sentence's attention there. Source
@@ -70,7 +71,7 @@ def translate_stream(task: TranslationTask, model: nn.Module, lines: Iterable[st
             check_unknown(task, block, done + 1, policy, source)
             done += len(block)
             with reporting(quiet=True):
-                found = task.translate(model, block, beam, alpha, bs)
+                found = task.translate(model, block, beam, length_penalty, bs)
             for t in found:
                 if first is None:
                     first = t
