@@ -250,3 +250,54 @@ def test_tag_blank_lines_and_empty_input(tagging_run, capsys, tmp_path):
     assert err == "treelm: 1 symbol(s) outside the run's vocabulary read as <unk>: 'qqzzy'"
     assert main(["tag", str(tagging_run), "--input", str(f), "--unk", "error"]) == 2
     assert f"{f}:2: 'qqzzy' not in the run's vocabulary" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- epoch plan
+def _slots_task(rank: int = 0, world: int = 1, batch_size: int = 7):
+    import torch
+
+    from treelm.tasks.tagging import TaggingOptions, TaggingTask
+
+    data = {k: str(ROOT / "tests" / "data" / "slots" / k) for k in ("train", "valid", "test")}
+    return TaggingTask.create({"task": "tagging", "seed": 5, "data": data},
+                              TaggingOptions(batch_size=batch_size), torch.device("cpu"),
+                              rank, world)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_epoch_plan_is_the_one_tagging_always_drew(world):
+    """The shared iterator gives each rank the batches the task drew itself before: the
+    utterances shuffled by Random(seed · 1 000 003 + epoch), cut to a multiple of ``world``,
+    every world-th, then ``batch_size`` at a time in that order."""
+    import random
+
+    for epoch in (0, 1):
+        for rank in range(world):
+            task = _slots_task(rank, world)
+            task.load_state_dict({"epoch": epoch, "pos": 0, "pos_counts": "batches"})
+            idx = list(range(len(task.split("train"))))
+            random.Random(5 * 1_000_003 + epoch).shuffle(idx)
+            idx = idx[: len(idx) // world * world][rank::world]
+            assert task.epochs.plan() == [idx[i:i + 7] for i in range(0, len(idx), 7)]
+            sizes = [b.size for b in task.batches()]
+            train = task.split("train")
+            assert sizes == [sum(len(train[i].words) for i in idx[j:j + 7])
+                             for j in range(0, len(idx), 7)]
+
+
+def test_a_checkpoint_counting_utterances_resumes_at_the_same_batch():
+    """Before the shared iterator a tagging checkpoint's ``pos`` counted utterances (whole
+    batches); it resumes at the batch it stopped before, the epoch's end included."""
+    task = _slots_task()
+    plan = task.epochs.plan()
+    old = _slots_task()
+    old.load_state_dict({"epoch": 0, "pos": 3 * 7})             # written by the old code
+    first = next(old.batches())
+    assert first.data[0].shape[1] == len(plan[3])
+    ref = _slots_task()
+    ref.load_state_dict({"epoch": 0, "pos": 3, "pos_counts": "batches"})
+    assert all(a is b or a.equal(b) for a, b in zip(first.data, next(ref.batches()).data))
+    n = len(task.split("train"))
+    done = _slots_task()
+    done.load_state_dict({"epoch": 0, "pos": n})
+    assert list(done.batches()) == [] and done.state_dict()["pos"] == len(plan)

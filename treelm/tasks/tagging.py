@@ -3,8 +3,9 @@
 Data and checks: :mod:`treelm.data.tagging`; model: :class:`treelm.models.tagger.Tagger`.
 
 Batches hold ``batch_size`` utterances, shuffled anew each epoch (the order is drawn from the
-run's seed and the epoch number, so the position ``pos`` in it is all a resume needs), padded to
-the longest: words (T, B) with <pad>, lengths (B,), tags (T, B) with −100 at padding, intents (B,).
+run's seed and the epoch number by :class:`~treelm.tasks.examples.EpochIterator`, so the position
+in it is all a resume needs), padded to the longest: words (T, B) with <pad>, lengths (B,), tags
+(T, B) with −100 at padding, intents (B,).
 Under DDP each process takes every ``world``-th utterance of the epoch's order.
 
 Loss per batch, a mean per word plus a mean per utterance:
@@ -21,8 +22,7 @@ the training data never showed still counts (as a chunk the model cannot find).
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -41,8 +41,9 @@ from treelm.data.tagging import (
 )
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
-from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
 from treelm.tasks.conlleval import chunk_scores
+from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
 from treelm.text.vocab import PAD, UNK, Vocab
 
 IGNORE = -100
@@ -66,16 +67,7 @@ class Tagged:
     intent: str | None
 
 
-def pad_batch(rows: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:
-    """Ragged id lists -> (T, B) padded with ``pad`` and lengths (B,)."""
-    lengths = torch.tensor([len(r) for r in rows])
-    out = torch.full((int(lengths.max()), len(rows)), pad, dtype=torch.long)
-    for b, r in enumerate(rows):
-        out[: len(r), b] = torch.tensor(r, dtype=torch.long)
-    return out, lengths
-
-
-class TaggingTask(Task):
+class TaggingTask(ExampleTask):
     name = "tagging"
     Options = TaggingOptions
     PATH_KEYS = TaggingData.PATH_KEYS
@@ -97,8 +89,6 @@ class TaggingTask(Task):
         self._encoded: dict[str, list[Row]] = {}
         if train is not None:
             self._splits["train"] = train
-        self.epoch, self.pos = 0, 0                 # epochs begun before this one; next index
-        self._order: list[int] | None = None
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -168,35 +158,23 @@ class TaggingTask(Task):
 
     def _batch(self, rows: Sequence[Row]) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """words (T, B), lengths (B,), tags (T, B), intents (B,) or None."""
-        words, lengths = pad_batch([r[0] for r in rows], self.words.pad)
-        tags, _ = pad_batch([r[1] for r in rows], IGNORE)
+        words, lengths = pad_ids([r[0] for r in rows], self.words.pad)
+        tags, _ = pad_ids([r[1] for r in rows], IGNORE)
         intents = torch.tensor([r[2] for r in rows]) if self.intents is not None else None
         return words, lengths, tags, intents
 
-    def order(self) -> list[int]:
-        """This process's utterance indices for the current epoch, in batch order."""
-        if self._order is None:
-            idx = list(range(len(self.split("train"))))
-            random.Random(self.seed * 1_000_003 + self.epoch).shuffle(idx)
-            # every process the same number of utterances (DDP steps in lockstep)
-            self._order = idx[: len(idx) // self.world * self.world][self.rank::self.world]
-        return self._order
+    def make_epochs(self) -> EpochIterator:
+        """``batch_size`` utterances of the shuffled order at a time, in that order (no sorting:
+        utterances are short); a batch counts its words."""
+        train = self.split("train")
+        return EpochIterator(len(train), self.seed, self.rank, self.world,
+                             batch_size=self.options.batch_size, shuffle_batches=False,
+                             units=[len(u.words) for u in train])
 
-    def batches(self) -> Iterator[Batch]:
-        rows, order, bs = self.encoded("train"), self.order(), self.options.batch_size
-        while self.pos < len(order):
-            batch = [rows[i] for i in order[self.pos:self.pos + bs]]
-            self.pos += len(batch)
-            data = tuple(t if t is None else t.to(self.device) for t in self._batch(batch))
-            yield Batch(data, int(data[1].sum()), last=self.pos >= len(order))
-
-    def progress(self) -> tuple[int, int]:
-        train, order = self.split("train"), self.order()
-        done = sum(len(train[i].words) for i in order[: self.pos])
-        return done, sum(len(train[i].words) for i in order)
-
-    def new_epoch(self) -> None:
-        self.epoch, self.pos, self._order = self.epoch + 1, 0, None
+    def collate(self, indices: list[int]) -> tuple[Tensor | None, ...]:
+        rows = self.encoded("train")
+        return tuple(t if t is None else t.to(self.device)
+                     for t in self._batch([rows[i] for i in indices]))
 
     def loss(self, model: nn.Module, batch: Batch) -> LossOut:
         words, lengths, tags, intents = batch.data
@@ -216,30 +194,26 @@ class TaggingTask(Task):
         """One pass over ``rows`` in batches of similar length: the best label ids and intent id
         of each row, and the summed cross-entropy over the words whose gold label is known
         (with the number of such words)."""
-        was = model.training
-        model.eval()
         labels: list[list[int]] = [[] for _ in rows]
         intents: list[int | None] = [None] * len(rows)
         total, count = 0.0, 0
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
-        tick = Ticker("tagging", len(rows), "utterances")
-        for lo in range(0, len(order), bs):
-            idx = order[lo:lo + bs]
-            words, lengths, tags, _ = self._batch([rows[i] for i in idx])
-            res = model(words.to(self.device), lengths)
-            tags = tags.to(self.device)
-            total += F.cross_entropy(res.scores.reshape(-1, res.scores.size(-1)),
-                                     tags.reshape(-1), ignore_index=IGNORE,
-                                     reduction="sum").item()
-            count += int((tags != IGNORE).sum())
-            best = res.scores.argmax(-1).cpu()                          # (T, B)
-            for b, i in enumerate(idx):
-                labels[i] = best[: int(lengths[b]), b].tolist()
-                if res.intent is not None:
-                    intents[i] = int(res.intent[b].argmax())
-            tick.update(len(idx))
-        tick.close()
-        model.train(was)
+        with eval_mode(model), Ticker("tagging", len(rows), "utterances") as tick:
+            for lo in range(0, len(order), bs):
+                idx = order[lo:lo + bs]
+                words, lengths, tags, _ = self._batch([rows[i] for i in idx])
+                res = model(words.to(self.device), lengths)
+                tags = tags.to(self.device)
+                total += F.cross_entropy(res.scores.reshape(-1, res.scores.size(-1)),
+                                         tags.reshape(-1), ignore_index=IGNORE,
+                                         reduction="sum").item()
+                count += int((tags != IGNORE).sum())
+                best = res.scores.argmax(-1).cpu()                          # (T, B)
+                for b, i in enumerate(idx):
+                    labels[i] = best[: int(lengths[b]), b].tolist()
+                    if res.intent is not None:
+                        intents[i] = int(res.intent[b].argmax())
+                tick.update(len(idx))
         return labels, intents, total, count
 
     def _tagged(self, words: Sequence[str], labels: list[int], intent: int | None) -> Tagged:
@@ -297,9 +271,12 @@ class TaggingTask(Task):
 
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "pos": self.pos}
+        return {**self.epochs.state_dict(), "pos_counts": "batches"}
 
     def load_state_dict(self, state: dict[str, Any], same_shards: bool = True) -> None:
-        self.epoch, self.pos, self._order = state["epoch"], state["pos"], None
-        if not same_shards:        # another number of processes: restart the epoch
-            self.pos = 0
+        """The position; a checkpoint written before the shared iterator counted utterances
+        (always whole batches of ``batch_size``, the epoch's last one possibly short)."""
+        if state.get("pos_counts") != "batches":
+            bs = self.options.batch_size
+            state = {**state, "pos": -(-int(state["pos"]) // bs)}
+        self.epochs.load_state_dict(state, same_shards)
