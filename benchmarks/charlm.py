@@ -117,8 +117,8 @@ def bench_one(cfg: str, args: argparse.Namespace, prev: dict[str, Any] | None) -
            str(args.temperature), *threads]
     commands.append(gen)
     res["sample"] = _run(gen, capture=True)
-    probe = [*TREELM, "probe", str(run), *[a for p in PREFIXES for a in ("--prefix", p)],
-             "--top", "5", "--json", *threads]
+    probe = [*TREELM, "probe", str(run), *[a for p in PREFIXES for a in ("--prompt", p)],
+             "--top-k", "5", "--format", "json", *threads]
     commands.append(probe)
     res["probe"] = _last_json(_run(probe, capture=True))["prefixes"]
     res["commands"] = [c if isinstance(c, str) else

@@ -5,8 +5,8 @@ treebank, for all sentence lengths and for sentences of at most 10 words (WSJ10-
         --run runs/lm_budget/ptb-onlstm-cpu --treebank nltk
 
 For each length setting it calls :func:`treelm.syntax.report.parsing_report` once -- the function
-behind ``treelm eval-parse RUN --treebank T [--max-len 10] [--json]`` -- and renders the table
-with :func:`~treelm.syntax.report.format_table`, so the record and the table are the command's
+behind ``treelm eval-parse RUN --treebank T [--max-len 10] [--format json]`` -- and renders the
+table with :func:`~treelm.syntax.report.format_table`, so the record and the table are the command's
 output. It writes the JSON record to ``benchmarks/results/syntax_table-<YYYYMMDD>.json`` and the
 tables to ``docs/syntax-results.md``.
 

@@ -223,7 +223,7 @@ def tiny_run(tmp_path_factory):
 def test_cli_prints_the_table_and_writes_json(tiny_run, tmp_path, capsys):
     out = tmp_path / "r" / "report.json"
     assert main(["suite", "agreement", str(tiny_run), str(tiny_run), "--max-per-construction",
-                 "4", "--json", str(out), "--batch-size", "16"]) == 0
+                 "4", "-o", str(out), "--batch-size", "16"]) == 0
     table = capsys.readouterr().out
     for c in ag.CONSTRUCTIONS:
         assert c.label in table
@@ -241,9 +241,9 @@ def test_cli_prints_the_table_and_writes_json(tiny_run, tmp_path, capsys):
     assert run["mean_accuracy"] == pytest.approx(sum(accs) / len(accs), abs=1e-4)
     assert run["scored"] == sum(s["scored"] for s in run["constructions"].values())
     assert "left out: <unk> in the difference" in table and "left out: ties" in table
-    # the same pairs through --json - : JSON on stdout, the table on stderr
+    # the same pairs through --format json: JSON on stdout, the table on stderr
     assert main(["suite", "agreement", str(tiny_run), "--max-per-construction", "4",
-                 "--json", "-"]) == 0
+                 "--format", "json"]) == 0
     cap = capsys.readouterr()
     assert json.loads(cap.out)["runs"][0] == run and "Simple" in cap.err
 
@@ -258,7 +258,7 @@ def test_cli_scores_a_pairs_file_and_counts_unk(tiny_run, tmp_path, capsys):
                  "known\tthe company is\tthe company are\n"
                  "unknown\tthe zyzzyva is\tthe zyzzyvas is\n"
                  "unknown\tthe zyzzyva is\tthe zyzzyva are\n")
-    assert main(["suite", "agreement", str(tiny_run), "--pairs", str(f), "--json", "-"]) == 0
+    assert main(["suite", "agreement", str(tiny_run), "--pairs", str(f), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["pairs_file"] == str(f)
     s = report["runs"][0]["constructions"]

@@ -119,7 +119,8 @@ def test_generate_and_probe_are_what_the_verbs_print(models, tiny_runs, capsys):
     assert out == "the company" + m.generate("the company", 12, seed=3, temperature=0.9) + "\n"
     out = _verb(capsys, "generate", run, "--prompt", "the", "--length", "6", "--beam", "3")
     assert out == "the" + m.generate("the", 6, beam=3) + "\n"
-    rows = json.loads(_verb(capsys, "probe", run, "--prefix", "the", "--top", "4", "--json"))
+    rows = json.loads(_verb(capsys, "probe", run, "--prompt", "the", "--top-k", "4", "--format",
+                            "json"))
     got = m.probe("the", 4)
     assert [n["symbol"] for n in rows["prefixes"][0]["next"]] == [s for s, _ in got]
     assert [n["prob"] for n in rows["prefixes"][0]["next"]] == pytest.approx(

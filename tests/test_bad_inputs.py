@@ -157,15 +157,15 @@ CASES: list[tuple[Any, ...]] = [
     ("gen-unknown", ["generate", "{run}", "--prompt", "the zyzzyvas", "--unk", "error"],
      "--prompt: 'zyzzyvas' not in the run's vocabulary"),
     ("gen-not-run", ["generate", "{tmp}"], "not a treelm run directory"),
-    ("probe-top", ["probe", "{run}", "--prefix", "the", "--top", "0"], "--top must be >= 1"),
-    ("probe-unknown", ["probe", "{run}", "--prefix", "the", "--prefix", "zyzzyvas", "--unk",
-                       "error"], "--prefix 2: 'zyzzyvas' not in the run's vocabulary"),
+    ("probe-top", ["probe", "{run}", "--prompt", "the", "--top-k", "0"], "--top-k must be >= 1"),
+    ("probe-unknown", ["probe", "{run}", "--prompt", "the", "--prompt", "zyzzyvas", "--unk",
+                       "error"], "--prompt 2: 'zyzzyvas' not in the run's vocabulary"),
     # ---------------------------------------------------------------- syntax verbs
     ("parse-empty", ["parse", "{run}", ""], "no input: the sentence is empty"),
     ("parse-layer", ["parse", "{run}", "the cat", "--layer", "9"], "--layer 9"),
     ("parse-layer-text", ["parse", "{run}", "the cat", "--layer", "top"], "--layer must be"),
-    ("parse-file", ["parse", "{run}", "--file", "{tmp}/none.txt"], "none.txt: no such file"),
-    ("parse-both", ["parse", "{run}", "the cat", "--file", "{tmp}/short.txt"], "not both"),
+    ("parse-file", ["parse", "{run}", "--input", "{tmp}/none.txt"], "none.txt: no such file"),
+    ("parse-both", ["parse", "{run}", "the cat", "--input", "{tmp}/short.txt"], "not both"),
     ("parse-batch", ["parse", "{run}", "the cat", "--batch-size", "0"], "--batch-size"),
     ("parse-unk", ["parse", "{run}", "the qqqzzz", "--unk", "error"],
      "the sentence: 'qqqzzz' not in the run's vocabulary"),
@@ -201,7 +201,7 @@ CASES: list[tuple[Any, ...]] = [
      "pairs.tsv:2: the grammatical field is empty"),
     ("suite-pairs-and-seed", ["suite", "agreement", "{run}", "--pairs", "{tmp}/pairs.tsv",
                               "--seed", "1"], "drop --seed"),
-    ("suite-json-dir", ["suite", "agreement", "{run}", "--json", "{tmp}"], "is a directory"),
+    ("suite-json-dir", ["suite", "agreement", "{run}", "-o", "{tmp}"], "is a directory"),
     # ---------------------------------------------------------------- translate
     ("translate-lm-run", ["translate", "{run}", "--input", "{tmp}/short.txt"],
      "holds a 'lm' run"),
@@ -213,7 +213,7 @@ CASES: list[tuple[Any, ...]] = [
     ("translate-batch", ["translate", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
     ("translate-alpha", ["translate", "{run}", "--length-penalty", "nan"],
      "--length-penalty must be"),
-    ("translate-plot", ["translate", "{run}", "--input", "{tmp}/short.txt", "--plot-attention",
+    ("translate-plot", ["translate", "{run}", "--input", "{tmp}/short.txt", "-o",
                         "{tmp}/a.txt"], "must end in .png"),
     # ---------------------------------------------------------------- serve
     ("serve-not-a-run", ["serve", "{tmp}", "--port", "0"], "not a treelm run directory"),
@@ -221,7 +221,7 @@ CASES: list[tuple[Any, ...]] = [
     # ---------------------------------------------------------------- issue 25: unknown symbols
     # --unk error refuses, naming the input line and the symbols ({tag}: a tagging run, {tr}: a
     # BPE translation run, whose only unknown symbols are characters its piece model never saw)
-    ("parse-unk-file", ["parse", "{run}", "--file", "{tmp}/unk-lm.txt", "--unk", "error"],
+    ("parse-unk-file", ["parse", "{run}", "--input", "{tmp}/unk-lm.txt", "--unk", "error"],
      "unk-lm.txt:2: 'zyzzyvas' not in the run's vocabulary"),
     ("parse-unk-stdin", ["parse", "{run}", "--unk", "error"],
      "stdin:2: 'zyzzyvas', 'qqqzzz' not in", "the company\nthe zyzzyvas qqqzzz\n"),
@@ -247,9 +247,9 @@ CASES: list[tuple[Any, ...]] = [
     # no text at all (empty or blank stdin / file / argument) is "no input", in every verb
     ("parse-stdin-empty", ["parse", "{run}"], "no input: stdin is empty", ""),
     ("parse-stdin-blank", ["parse", "{run}", "-"], "no input: stdin is empty", "\n  \n\n"),
-    ("parse-file-empty", ["parse", "{run}", "--file", "{tmp}/empty.txt"],
+    ("parse-file-empty", ["parse", "{run}", "--input", "{tmp}/empty.txt"],
      "no input: {tmp}/empty.txt is empty"),
-    ("parse-file-zero", ["parse", "{run}", "--file", "{tmp}/zero.txt"], "no input"),
+    ("parse-file-zero", ["parse", "{run}", "--input", "{tmp}/zero.txt"], "no input"),
     ("plot-stdin-empty", ["plot", "{run}", "-o", "{tmp}/p.png"], "no input: stdin is empty", ""),
     ("plot-empty-arg", ["plot", "{run}", " ", "-o", "{tmp}/p.png"],
      "no input: the sentence is empty"),
@@ -285,7 +285,7 @@ CASES: list[tuple[Any, ...]] = [
     ("tag-nul", ["tag", "{tag}", "--input", "{tmp}/nul.txt"], "nul.txt:2: binary data"),
     ("tag-input-dir", ["tag", "{tag}", "--input", "{tmp}"], "is a directory"),
     ("tag-stdin-nul", ["tag", "{tag}"], "stdin:2: binary data", "fly to boston\n\0\0\n"),
-    ("parse-binary", ["parse", "{run}", "--file", "{tmp}/binary.bin"], "not UTF-8 text"),
+    ("parse-binary", ["parse", "{run}", "--input", "{tmp}/binary.bin"], "not UTF-8 text"),
     ("parse-stdin-nul", ["parse", "{run}"], "stdin:1: binary data", "a\0b\n"),
     ("translate-nul", ["translate", "{tr}", "--input", "{tmp}/nul.txt"], "nul.txt:2: binary"),
     ("translate-stdin-nul", ["translate", "{tr}"], "stdin:3: binary data", "a\nb\n\0\n"),
@@ -430,7 +430,7 @@ WORKS: list[tuple[str, list[str], str, str, int | None]] = [
     # --unk map (the default): read as <unk>, one line on stderr counting them
     ("gen-unk-map", ["generate", "{run}", "--prompt", "the zyzzyvas", "--length", "2"], "",
      "1 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas'", None),
-    ("probe-unk-map", ["probe", "{run}", "--prefix", "zyzzyvas qqqzzz", "--prefix", "zyzzyvas"],
+    ("probe-unk-map", ["probe", "{run}", "--prompt", "zyzzyvas qqqzzz", "--prompt", "zyzzyvas"],
      "", "3 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas', 'qqqzzz'", None),
     ("parse-unk-map", ["parse", "{run}", "the zyzzyvas"], "",
      "1 symbol(s) outside the run's vocabulary read as <unk>: 'zyzzyvas'", 1),
@@ -456,7 +456,7 @@ WORKS: list[tuple[str, list[str], str, str, int | None]] = [
     ("translate-blank-lines", ["translate", "{tr}", "--beam", "1"], "\nDer Hund.\n \n", "", 3),
     # an empty prompt or prefix has a meaning: the start of a line
     ("gen-empty-prompt", ["generate", "{run}", "--length", "3", "--seed", "1"], "", "", None),
-    ("probe-empty-prefix", ["probe", "{run}", "--prefix", "", "--top", "2"], "", "", 3),
+    ("probe-empty-prefix", ["probe", "{run}", "--prompt", "", "--top-k", "2"], "", "", 3),
 ]
 
 
@@ -648,11 +648,11 @@ def test_under_torchrun_the_result_prints_once(tmp_path, root):
 def test_gradflow_writes_files_only_where_asked(tmp_path, capsys):
     os.chdir(tmp_path)
     assert main(["gradflow", "--cells", "elman", "--hidden", "8", "--length", "5",
-                 "--batch", "2"]) == 0
+                 "--batch-size", "2"]) == 0
     out = capsys.readouterr().out
     assert "lag 5:" in out and "wrote" not in out
     assert list(tmp_path.iterdir()) == []
-    assert main(["gradflow", "--cells", "elman", "--hidden", "8", "--length", "5", "--batch",
+    assert main(["gradflow", "--cells", "elman", "--hidden", "8", "--length", "5", "--batch-size",
                  "2", "--csv", "g.csv"]) == 0
     assert [p.name for p in tmp_path.iterdir()] == ["g.csv"]
     assert capsys.readouterr().out.strip().endswith("wrote g.csv")
@@ -696,7 +696,7 @@ def test_suite_pairs_tied_or_unk_are_counted_apart(tiny_run, tmp_path, capsys):
                  "c\tthe company is\tthe company is\n"      # a tie: one sentence twice
                  "c\tthe zyzzyva is\tthe zyzzyvas is\n"     # identical after <unk> mapping
                  "c\tthe company is\tthe zyzzyva is\n")     # <unk> on one side
-    assert main(["suite", "agreement", str(tiny_run), "--pairs", str(f), "--json", "-"]) == 0
+    assert main(["suite", "agreement", str(tiny_run), "--pairs", str(f), "--format", "json"]) == 0
     cap = capsys.readouterr()
     run = json.loads(cap.out)["runs"][0]
     c = run["constructions"]["c"]

@@ -274,13 +274,13 @@ def test_generate_char_model(char_run, capsys):
 
 
 def test_probe(char_run, capsys):
-    rc, out, _ = _run(capsys, "probe", char_run, "--prefix", "fixi", "--prefix", "the compan",
-                      "--top", 3)
+    rc, out, _ = _run(capsys, "probe", char_run, "--prompt", "fixi", "--prompt", "the compan",
+                      "--top-k", 3)
     lines = out.strip().splitlines()
     assert rc == 0 and lines[0].split() == ["prefix", "rank", "next", "prob"]
     assert len(lines) == 1 + 2 * 3 and '"fixi"' in lines[1] and '"the compan"' in lines[4]
-    rc, out, _ = _run(capsys, "probe", char_run, "--prefix", "fixi", "--prefix", "the compan",
-                      "--top", 3, "--json")
+    rc, out, _ = _run(capsys, "probe", char_run, "--prompt", "fixi", "--prompt", "the compan",
+                      "--top-k", 3, "--format", "json")
     d = json.loads(out)
     assert [p["prefix"] for p in d["prefixes"]] == ["fixi", "the compan"]
     from treelm.run import load_run

@@ -155,7 +155,7 @@ def test_eval_prints_progress_and_the_same_result(lm_run, capsys, monkeypatch):
 def test_parse_and_suite_print_progress(lm_run, tmp_path, capsys, monkeypatch):
     text = tmp_path / "s.txt"
     text.write_text("the company said it would buy the shares\nprices rose in new york\n")
-    args = ["parse", str(lm_run), "--file", str(text)]
+    args = ["parse", str(lm_run), "--input", str(text)]
     out, err = _cli(args, None, capsys, monkeypatch)
     out0, err0 = _cli(args, "0", capsys, monkeypatch)
     assert out == out0 and len(out.splitlines()) == 2
@@ -199,7 +199,7 @@ def test_parse_of_a_10000_word_line_talks(lm_run, tmp_path, capsys, monkeypatch)
     words = ((ROOT / "tests/data/tiny.txt").read_text().split() * 2)[:10_000]
     line = tmp_path / "long.txt"
     line.write_text(" ".join(words) + "\n")
-    out, err = _cli(["parse", str(lm_run), "--file", str(line)], "0", capsys, monkeypatch)
+    out, err = _cli(["parse", str(lm_run), "--input", str(line)], "0", capsys, monkeypatch)
     assert out.count("(") == len(words) - 1 == out.count(")")     # a binary tree over them
     assert "reading levels: 4,096/10,000 words" in err
 

@@ -100,7 +100,7 @@ def test_elman_sigma_max_report():
 def test_gradflow_command(tmp_path, capsys):
     out_csv, out_png = tmp_path / "g.csv", tmp_path / "g.png"
     rc = main(["gradflow", "--cells", "elman", "lstm", "--hidden", "16", "--length", "12",
-               "--batch", "4", "--csv", str(out_csv), "-o", str(out_png)])
+               "--batch-size", "4", "--csv", str(out_csv), "-o", str(out_png)])
     out = capsys.readouterr().out
     assert rc == 0 and "σ_max(W_hh)" in out and "1/γ = 1" in out
     rows = list(csv.DictReader(out_csv.open()))

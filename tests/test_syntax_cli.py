@@ -110,7 +110,7 @@ def test_parse_file_and_stdin_keep_lines(run_dir, tmp_path, capsys, monkeypatch)
     lines = ["the company said", "", "it would sell the shares", "shares"]
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    code, out, _ = _run(capsys, "parse", run_dir, "--file", src, "--batch-size", "2")
+    code, out, _ = _run(capsys, "parse", run_dir, "--input", src, "--batch-size", "2")
     got = out.splitlines()
     assert code == 0 and len(got) == 4 and got[1] == "" and got[3] == "shares"
     for text, line in zip(lines, got):
@@ -149,7 +149,7 @@ def test_parse_segment_jieba(run_dir, capsys, monkeypatch):
 
 # ----------------------------------------------------------------------------- eval-parse
 def test_eval_parse_json_matches_direct_metrics(run_dir, mrg, capsys):
-    code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg, "--json")
+    code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg, "--format", "json")
     assert code == 0
     rep = json.loads(out)
     golds = load_treebank(mrg)
@@ -173,7 +173,7 @@ def test_eval_parse_json_matches_direct_metrics(run_dir, mrg, capsys):
 
 
 def test_eval_parse_prints_the_library_report(run_dir, mrg, capsys):
-    code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg, "--json")
+    code, out, _ = _run(capsys, "eval-parse", run_dir, "--treebank", mrg, "--format", "json")
     assert code == 0
     report = parsing_report(str(mrg), run=load_run(run_dir), checkpoint="best",
                             baselines=[*DEFAULT_BASELINES, "random_levels_official"])
@@ -198,7 +198,7 @@ def test_eval_parse_table_max_len_and_layer(run_dir, mrg, capsys):
 
 def test_eval_parse_baseline_without_model(mrg, capsys):
     code, out, _ = _run(capsys, "eval-parse", "--baseline", "left", "--baseline", "random",
-                        "--treebank", mrg, "--json", "--seeds", "3")
+                        "--treebank", mrg, "--format", "json", "--seeds", "3")
     rep = json.loads(out)
     assert code == 0 and rep["run"] is None and rep["layers"] == {}
     assert list(rep["baselines"]) == ["random", "left_branching"]
@@ -217,7 +217,7 @@ def test_plot_and_plot_tree_write_png(run_dir, tmp_path, capsys, monkeypatch):
     assert png.read_bytes()[:8] == PNG_MAGIC
     cases = {
         "a.png": ["((the cat) (sat (on (the mat))))"],
-        "b.png": ["--json", '[["the","cat"],["sat","down"]]'],
+        "b.png": ["--format", "json", '[["the","cat"],["sat","down"]]'],
         "c.png": ["--run", run_dir, "the company said it", "--layer", "2"],
     }
     for name, argv in cases.items():
@@ -250,7 +250,7 @@ def test_errors_are_one_line(run_dir, mrg, tmp_path, capsys):
     assert "'all'" in _error(capsys, "parse", run_dir, "a b", "--layer", "two")
     assert "empty" in _error(capsys, "parse", run_dir, "   ")
     assert "malformed tree" in _error(capsys, "plot-tree", "((a b)", "-o", tmp_path / "x.png")
-    assert "malformed JSON" in _error(capsys, "plot-tree", "--json", "[[]]", "-o",
+    assert "malformed JSON" in _error(capsys, "plot-tree", "--format", "json", "[[]]", "-o",
                                       tmp_path / "x.png")
     assert "--layer all" in _error(capsys, "plot", run_dir, "a b", "--layer", "all", "-o",
                                    tmp_path / "x.png")

@@ -30,7 +30,7 @@ def mrg(tmp_path):
 def test_report_is_what_eval_parse_prints(mrg, capsys):
     names = [*DEFAULT_BASELINES, "random_levels_official"]   # all: with the rule control
     report = parsing_report(str(mrg), seeds=range(3), baselines=names)
-    assert main(["eval-parse", "--baseline", "all", "--treebank", str(mrg), "--json",
+    assert main(["eval-parse", "--baseline", "all", "--treebank", str(mrg), "--format", "json",
                  "--seeds", "3"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report))
     assert main(["eval-parse", "--baseline", "all", "--treebank", str(mrg), "--seeds", "3"]) == 0
@@ -81,6 +81,6 @@ def test_load_golds_errors(tmp_path):
 def test_eval_parse_control_follows_the_style(mrg, capsys):
     for style in ("official", "split"):
         assert main(["eval-parse", "--baseline", "control", "--baseline", "right", "--style",
-                     style, "--treebank", str(mrg), "--json", "--seeds", "2"]) == 0
+                     style, "--treebank", str(mrg), "--format", "json", "--seeds", "2"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert list(report["baselines"]) == [f"random_levels_{style}", "right_branching"]

@@ -211,6 +211,7 @@ def test_eval_parse_reads_the_parts(tmp_path, monkeypatch, capsys):
     _sample(tmp_path, [7, 107, 108])
     monkeypatch.setenv("NLTK_DATA", str(tmp_path))
     for name, n in (("nltk-dev", 2), ("nltk-test", 4), ("nltk", 6)):
-        assert main(["eval-parse", "--baseline", "right", "--treebank", name, "--json"]) == 0
+        assert main(["eval-parse", "--baseline", "right", "--treebank", name, "--format",
+                     "json"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["treebank"] == name and report["n_sentences"] == n

@@ -78,7 +78,7 @@ def test_logged_f1_equals_eval_parse_on_the_same_checkpoint(tracked, mrg, capsys
     capsys.readouterr()
     for rule in ("official", "split"):
         assert main(["eval-parse", str(run), "--treebank", str(mrg), "--checkpoint", "last",
-                     "--style", rule, "--no-baselines", "--json"]) == 0
+                     "--style", rule, "--no-baselines", "--format", "json"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["n_sentences"] == 5
         for k, res in report["layers"].items():

@@ -333,7 +333,7 @@ def test_translate_streams_one_line_per_input(translation_run, capsys, monkeypat
     f.write_text("a b c\n\nd e f g\n")
     png = tmp_path / "att.png"
     assert main(["translate", str(translation_run), "--input", str(f), "--beam", "1",
-                 "--plot-attention", str(png)]) == 0
+                 "-o", str(png)]) == 0
     out = capsys.readouterr().out.split("\n")
     assert len(out) == 4 and out[1] == "" and out[3] == ""
     assert png.stat().st_size > 1000
@@ -378,7 +378,7 @@ def test_convs2s_trains_translates_and_plots_through_the_task(tmp_path, capsys, 
     f.write_text("a b c d\n")
     png = tmp_path / "att.png"
     assert main(["translate", str(run), "--input", str(f), "--beam", "3",
-                 "--plot-attention", str(png)]) == 0
+                 "-o", str(png)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1 and png.stat().st_size > 1000
 
 

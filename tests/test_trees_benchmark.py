@@ -112,7 +112,8 @@ def test_record_holds_each_run_as_eval_parse_scores_it(study, capsys):
             for part, treebank, max_len in (("dev", study.dev, None), ("test", study.test, None),
                                             ("test_10", study.test, 10)):
                 argv = ["eval-parse", str(run), "--treebank", str(treebank), "--style", rule,
-                        "--no-baselines", "--json", *(["--max-len", "10"] if max_len else [])]
+                        "--no-baselines", "--format", "json",
+                        *(["--max-len", "10"] if max_len else [])]
                 assert treelm(argv) == 0
                 report = json.loads(capsys.readouterr().out)
                 assert {k: v["sentence_f1"] for k, v in report["layers"].items()} == {

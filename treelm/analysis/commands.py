@@ -23,8 +23,8 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
 
     if bool(args.runs) == bool(args.cells):
         raise TreelmError("gradflow needs either --runs RUN_DIR ... or --cells CELL ...")
-    if args.length < 1 or args.batch < 1 or args.hidden < 1:
-        raise TreelmError("--length, --batch and --hidden must be >= 1")
+    if args.length < 1 or args.batch_size < 1 or args.hidden < 1:
+        raise TreelmError("--length, --batch-size and --hidden must be >= 1")
     if args.output:
         check_output(args.output, IMAGE_SUFFIXES, "plot")
     if args.csv:
@@ -32,7 +32,8 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     results = flow_study(cells=args.cells, runs=args.runs, hidden=args.hidden,
-                         length=args.length, batch=args.batch, seed=args.seed, data=args.data,
+                         length=args.length, batch=args.batch_size, seed=args.seed,
+                         data=args.data,
                          vocab_size=args.vocab, wrt=args.wrt, checkpoint=args.checkpoint)
     for res in results:
         picks = sorted({k for k in (0, 1, 10, 50, args.length) if k <= args.length})
@@ -45,7 +46,7 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
         write_csv(results, args.csv)
         written.append(args.csv)
     if args.output:
-        plot(results, args.output, study_title(bool(args.cells), args.length, args.batch,
+        plot(results, args.output, study_title(bool(args.cells), args.length, args.batch_size,
                                                args.hidden, args.data))
         written.append(args.output)
     if written:
@@ -75,7 +76,7 @@ def add_gradflow(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--vocab", type=int, default=50,
                    help="fresh cells with random data: alphabet size (50, as PTB chars)")
     g.add_argument("--length", type=int, default=100, help="sequence length T (100)")
-    g.add_argument("--batch", type=int, default=32, help="batch size B (32)")
+    g.add_argument("--batch-size", type=int, default=32, help="batch size B (32)")
     g.add_argument("--seed", type=int, default=0, help="seed of the weights and random data")
     g.add_argument("--data", choices=["random", "ptb-char"], default="random",
                    help="uniformly random symbols (default) or the start of the PTB "

@@ -371,7 +371,7 @@ class TreelmModel:
         """The attention of the decoder reading ``source`` while it is forced to produce
         ``target`` (text in the target language; default: the model's own translation with
         ``beam``), one ``(T, S)`` matrix per attending decoder layer
-        (``treelm translate --plot-attention`` draws the same)."""
+        (``treelm translate -o FILE.png`` draws the same)."""
         from treelm.tasks.translation import Translation
 
         items = _sentences(source, "source sentence")

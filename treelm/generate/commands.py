@@ -28,9 +28,9 @@ GENERATE_EPILOG = """examples:
 """
 
 PROBE_EPILOG = """examples (Sutskever, Martens & Hinton 2011: "fixi" -> "n"):
-  treelm probe runs/char-mrnn --prefix fixi --prefix breaki --top 5
-  treelm probe runs/onlstm --prefix "the company said" --top 10
-  treelm probe runs/char-lstm --prefix "the " --json > next.json
+  treelm probe runs/char-mrnn --prompt fixi --prompt breaki --top-k 5
+  treelm probe runs/onlstm --prompt "the company said" --top-k 10
+  treelm probe runs/char-lstm --prompt "the " --format json > next.json
 """
 
 
@@ -161,7 +161,7 @@ def next_symbol_table(model: Any, tokenizer: Tokenizer, vocab: Vocab, prefixes: 
     device = next(model.parameters()).device
     rows = []
     for k, prefix in enumerate(prefixes, 1):
-        ids = encode_prompt(tokenizer, vocab, prefix, policy, f"--prefix {k}")
+        ids = encode_prompt(tokenizer, vocab, prefix, policy, f"--prompt {k}")
         logits, _ = step.prime(torch.tensor(ids, device=device).unsqueeze(1))  # no_grad
         probs = logits[0].float().softmax(-1)
         p, i = probs.topk(min(top, probs.numel()))
@@ -189,16 +189,16 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    if args.top < 1:
-        raise TreelmError(f"--top must be >= 1, got {args.top}")
+    if args.top_k < 1:
+        raise TreelmError(f"--top-k must be >= 1, got {args.top_k}")
     from treelm.run import open_run
 
     r = open_run(args, expect="lm")
     policy = UnknownSymbols(args.unk)
-    rows = next_symbol_table(r.model, r.task.tokenizer, r.task.vocab, args.prefix, args.top,
+    rows = next_symbol_table(r.model, r.task.tokenizer, r.task.vocab, args.prompt, args.top_k,
                              policy)
     policy.report()
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"run": str(r.path), "level": r.task.tokenizer.level, "prefixes": rows},
                          ensure_ascii=False))
     else:
@@ -210,15 +210,17 @@ def add_probe(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "probe", help="the most likely next symbols after given prefixes",
         description=textwrap.fill(
-            "Print, for each --prefix, the N most likely next symbols and their "
+            "Print, for each --prompt, the K most likely next symbols and their "
             "probabilities under a trained language model (the prefix is read as the start of a "
             "line). Sutskever, Martens & Hinton (2011) show a character MRNN predicting 'n' after "
             "'fixi'."), epilog=PROBE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir")
-    p.add_argument("--prefix", action="append", required=True,
-                   help="a prefix (repeat for several)")
-    p.add_argument("--top", type=int, default=5, help="symbols per prefix (default 5)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--prompt", action="append", required=True, metavar="TEXT",
+                   help="a prefix to continue (repeat for several)")
+    p.add_argument("--top-k", type=int, default=5, metavar="K",
+                   help="symbols per prompt (default 5)")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (default) or one JSON object")
     add_unk_option(p, "prefix symbol")
     add_run_options(p)
     p.set_defaults(func=cmd_probe)

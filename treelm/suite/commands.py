@@ -2,7 +2,7 @@
 
 Scores the minimal pairs of :mod:`treelm.suite.agreement` (or a ``--pairs`` file of one's own)
 with each run and prints the pairs and the accuracy per construction, one column per run
-(:mod:`treelm.suite.report`). ``--json FILE`` also writes the full report; ``--json -`` prints
+(:mod:`treelm.suite.report`). ``-o FILE.json`` also writes the full report; ``--format json`` prints
 it on stdout instead of the table, which then goes to stderr.
 """
 
@@ -20,8 +20,8 @@ from treelm.text.inputs import add_unk_option
 
 SUITE_EPILOG = """examples:
   treelm suite agreement runs/onlstm runs/lstm
-  treelm suite agreement runs/onlstm --max-per-construction 500 --json agreement.json
-  treelm suite agreement runs/onlstm --pairs my_pairs.tsv --json - > report.json
+  treelm suite agreement runs/onlstm --max-per-construction 500 -o agreement.json
+  treelm suite agreement runs/onlstm --pairs my_pairs.tsv --format json > report.json
 """
 
 
@@ -36,8 +36,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         raise TreelmError("--pairs scores the file's pairs; drop --seed and --max-per-construction")
     if args.threads is not None and args.threads < 1:
         raise TreelmError(f"--threads must be >= 1, got {args.threads}")
-    if args.json not in (None, "-"):
-        check_output(args.json, (".json",), "JSON report")
+    if args.output is not None:
+        check_output(args.output, (".json",), "JSON report")
     if args.threads:
         import torch
 
@@ -51,12 +51,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
                   f"vocabulary read as <unk>, in {run['pairs_with_unk']} pair(s)",
                   file=sys.stderr, flush=True)
     text = json.dumps(report, indent=1, ensure_ascii=False)
-    print(format_table(report), file=sys.stderr if args.json == "-" else sys.stdout)
-    if args.json == "-":
+    # with --format json the table still shows, on stderr
+    print(format_table(report), file=sys.stderr if args.format == "json" else sys.stdout)
+    if args.format == "json":
         print(text)
-    elif args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
     return 0
 
 
@@ -82,8 +83,11 @@ def add_suite(sub: Any) -> argparse.ArgumentParser:
                    help="pairs per construction (default: as many as the original suite)")
     a.add_argument("--batch-size", type=int, default=128, help="sentences per forward pass "
                    "(default 128)")
-    a.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE "
-                   "(- : print it on stdout, the table on stderr)")
+    a.add_argument("--format", choices=("table", "json"), default="table",
+                   help="print the table (default) or the report as JSON (the table then goes "
+                   "to stderr)")
+    a.add_argument("-o", "--output", metavar="FILE.json",
+                   help="also write the report as JSON to FILE.json")
     add_unk_option(a, "word")
     add_run_options(a)
     a.set_defaults(func=cmd_agreement)

@@ -46,7 +46,7 @@ DEFAULT_LABELS = ",".join(TABLE_LABELS)
 PARSE_EPILOG = """examples:
   treelm parse runs/onlstm "the cat sat on the mat"
   treelm parse runs/onlstm "the cat sat on the mat" --format ascii --layer all
-  treelm parse runs/onlstm --file sentences.txt --format json > trees.jsonl
+  treelm parse runs/onlstm --input sentences.txt --format json > trees.jsonl
   echo "苹果 的 颜色 是 什么" | treelm parse runs/zh-onlstm
   treelm parse runs/zh-onlstm "苹果的颜色是什么" --segment jieba
   treelm parse runs/de-en-onlstm --input test.de        # a translation run: source-side trees
@@ -55,9 +55,9 @@ PARSE_EPILOG = """examples:
 
 EVAL_EPILOG = """examples:
   treelm eval-parse runs/onlstm --treebank nltk --max-len 10           # WSJ10 of the NLTK sample
-  treelm eval-parse runs/onlstm --treebank nltk-dev --json             # choose the layer here...
+  treelm eval-parse runs/onlstm --treebank nltk-dev --format json      # choose the layer here...
   treelm eval-parse runs/onlstm --treebank nltk-test --layer 2         # ...and report it here
-  treelm eval-parse runs/onlstm --treebank ptb/wsj/23 --json           # WSJ test, all lengths
+  treelm eval-parse runs/onlstm --treebank ptb/wsj/23 --format json    # WSJ test, all lengths
   treelm eval-parse --baseline all --treebank nltk --max-len 10        # no model needed
 """
 
@@ -69,7 +69,7 @@ PLOT_EPILOG = """examples:
 
 PLOT_TREE_EPILOG = """examples:
   treelm plot-tree "((the cat) (sat (on (the mat))))" -o tree.png
-  treelm plot-tree --json '[["the","cat"],["sat",["on",["the","mat"]]]]' -o tree.png
+  treelm plot-tree --format json '[["the","cat"],["sat",["on",["the","mat"]]]]' -o tree.png
   treelm parse runs/onlstm "the cat sat" --format brackets | treelm plot-tree - -o tree.png
   treelm plot-tree --run runs/onlstm "the cat sat on the mat" -o tree.png --layer 2
 """
@@ -161,7 +161,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     from treelm.text.inputs import UnknownSymbols, source_name
 
     _check_positive("--batch-size", args.batch_size)
-    lines = input_lines(args.sentence, args.file)        # a missing file fails before the run
+    lines = input_lines(args.sentence, args.input)        # a missing file fails before the run
     _, source = _open_levels(args)
     layers = parse_layer(args.layer, source.layers)
     policy = UnknownSymbols(args.unk)
@@ -170,7 +170,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
         for text, _ in parse_lines(source, lines, layers, args.format, args.style,
                                    args.segment, args.normalize, args.batch_size,
                                    single=args.sentence not in (None, "-"), policy=policy,
-                                   where=source_name(args.file)):
+                                   where=source_name(args.input)):
             out.write(text + "\n")
             out.flush()
     except BrokenPipeError:             # e.g. `treelm parse ... | head`: stop quietly
@@ -189,7 +189,7 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
         "Print the binary tree read off an ON-LSTM language model for each sentence "
         "(Shen et al. 2019, Sec. 5.2): every sentence is read alone as <eos> w1 .. wn <eos> and "
         "split top-down at the words with the highest master-forget-gate level d_f of one layer. "
-        "Input: the SENTENCE argument, --file (one sentence per line), or stdin (SENTENCE "
+        "Input: the SENTENCE argument, --input (one sentence per line), or stdin (SENTENCE "
         "absent or '-'); words are whitespace-separated unless --segment jieba. Output: one "
         "line per sentence (brackets, json) or one drawing per sentence (ascii); an empty input "
         "line gives an empty output line. json objects hold the tokens, the positions of "
@@ -204,7 +204,7 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
                    "model's encoder)")
     p.add_argument("sentence", nargs="?", metavar="SENTENCE",
                    help="the sentence (default, or '-': read sentences from stdin)")
-    p.add_argument("--file", "--input", dest="file", metavar="FILE",
+    p.add_argument("--input", metavar="FILE",
                    help="read sentences from this file, one per line")
     p.add_argument("--layer", metavar="K|all",
                    help="1-based layer whose levels make the tree, or 'all' (default: the "
@@ -246,7 +246,7 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     report = parsing_report(args.treebank, args.max_len, run=run, layers=layers,
                             checkpoint=args.checkpoint, style=args.style, baselines=names,
                             seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk)
-    if args.json:
+    if args.format == "json":
         print(json.dumps(report))
     else:
         print(format_table(report, [s for s in args.labels.split(",") if s]))
@@ -284,9 +284,9 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
                    help="random-tree runs, seeds 0..N-1 (default 5): mean±std")
     p.add_argument("--labels", default=DEFAULT_LABELS,
                    help=f"label recall columns of the table (default {DEFAULT_LABELS}); "
-                   "--json has every label")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object (scores as fractions) instead of the table")
+                   "--format json has every label")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (default) or one JSON object (scores as fractions)")
     _add_model_options(p)
     p.set_defaults(func=cmd_eval_parse)
     return p
@@ -369,8 +369,9 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
 
     check_output(args.output, IMAGE_SUFFIXES, "plot")
     if args.run:
-        if args.json:
-            raise TreelmError("--json reads a tree; with --run the argument is a sentence")
+        if args.format != "brackets":
+            raise TreelmError("--format is the given tree's; with --run the argument is a "
+                              "sentence")
         args.run_dir, args.sentence = args.run, args.tree
         _, _, layer, lv = _levels_of(args)
         tree = lv.tree(layer, args.style)
@@ -379,7 +380,7 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
             raise TreelmError(f"{'--layer' if args.layer is not None else '--direction'} "
                               "needs --run RUN_DIR")
         text = "\n".join(input_lines(args.tree, None, "the tree"))
-        tree = read_json_tree(text) if args.json else read_bracket_tree(text)
+        tree = read_json_tree(text) if args.format == "json" else read_bracket_tree(text)
     plot_tree(tree, args.output, title=args.title or None)
     print(args.output)
     return 0
@@ -390,14 +391,17 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
         "plot-tree", help="draw a tree (given, or induced from a sentence) as an image",
         description=_wrap("Draw one binary or n-ary tree as a dendrogram image. The tree is given "
         "in brackets, ((the cat) (sat down)), as printed by 'treelm parse --format brackets', "
-        "or with --json as nested lists, [[\"the\",\"cat\"],[\"sat\",\"down\"]]; TREE absent or "
-        "'-' reads it from stdin. With --run RUN_DIR the argument is a sentence instead, parsed "
-        "by the run's model as in 'treelm parse'. The format follows the file extension."),
+        "or with --format json as nested lists, [[\"the\",\"cat\"],[\"sat\",\"down\"]]; TREE "
+        "absent or '-' reads it from stdin. With --run RUN_DIR the argument is a sentence "
+        "instead, parsed by the run's model as in 'treelm parse'. The image format follows the "
+        "file extension."),
         epilog=PLOT_TREE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("tree", nargs="?", metavar="TREE|SENTENCE",
                    help="the tree (or, with --run, the sentence); default or '-': stdin")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="image to write")
-    p.add_argument("--json", action="store_true", help="TREE is JSON nested lists")
+    p.add_argument("--format", choices=FORMATS[:2], default="brackets",
+                   help="the format of TREE, as 'treelm parse --format' prints it: brackets "
+                   "(default) or json (nested lists)")
     p.add_argument("--run", metavar="RUN_DIR",
                    help="induce the tree of the sentence with this run's ON-LSTM")
     p.add_argument("--layer", metavar="K", help="with --run: the layer (default last-but-one)")

@@ -53,7 +53,7 @@ def input_lines(sentence: str | None, file: str | None,
 
     if sentence is not None and sentence != "-":
         if file:
-            raise TreelmError("give a sentence or --file, not both")
+            raise TreelmError("give a sentence or --input, not both")
         return [require_sentence(sentence, what)]
     return read_lines(file)
 

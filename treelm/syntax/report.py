@@ -6,8 +6,8 @@ line ``parse`` prints per sentence.
 run's ON-LSTM layers (Sec. 5.2: master-forget-gate levels of each sentence read alone, then the
 greedy top-down split of :func:`treelm.syntax.trees.build_tree`) and of the trivial baselines
 (:mod:`treelm.syntax.baselines`), with the gold trees' depths and label counts. ``treelm
-eval-parse`` prints that dict (``--json``) or :func:`format_table` of it; the benchmarks call the
-same function, so a recorded figure is the one the command prints.
+eval-parse`` prints that dict (``--format json``) or :func:`format_table` of it; the benchmarks
+call the same function, so a recorded figure is the one the command prints.
 
 torch is imported only when a run is scored, so baselines-only reports stay light.
 """

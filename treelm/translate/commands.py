@@ -12,7 +12,7 @@ from treelm.text.inputs import add_unk_option
 TRANSLATE_EPILOG = """examples:
   echo "Ein Mann fährt Fahrrad." | treelm translate runs/multi30k-rnn-attn
   treelm translate runs/multi30k-rnn-attn --input test.de --beam 5 > test.hyp.en
-  treelm translate runs/reverse --input in.txt --beam 1 --plot-attention att.png
+  treelm translate runs/reverse --input in.txt --beam 1 -o att.png
 """
 
 
@@ -22,12 +22,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from treelm.translate.stream import check_options, translate_stream
 
     check_options(args.beam, args.batch_size, args.length_penalty)
-    if args.plot_attention:
-        check_output(args.plot_attention, IMAGE_SUFFIXES, "attention plot")
+    if args.output:
+        check_output(args.output, IMAGE_SUFFIXES, "attention plot")
     lines = input_lines(args.input)          # a file whole; stdin as it comes
     r = open_run(args, expect="translation")
     translate_stream(r.task, r.model, lines, args.beam, args.length_penalty, args.batch_size,
-                     args.plot_attention, args.unk, source_name(args.input))
+                     args.output, args.unk, source_name(args.input))
     return 0
 
 
@@ -45,8 +45,9 @@ def add_translate(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--length-penalty", type=float, metavar="α", help="beam search length "
                    "penalty α (default: the config's train.length_penalty)")
     p.add_argument("--batch-size", type=int, help="sentences per batch (default: the config's)")
-    p.add_argument("--plot-attention", metavar="PNG",
-                   help="draw the first sentence's attention (one panel per decoder layer)")
+    p.add_argument("-o", "--output", metavar="FILE.png",
+                   help="draw the first sentence's attention there (one panel per decoder "
+                   "layer); the translations go to stdout")
     add_unk_option(p, "source symbol (a character the piece model never saw, or a word)")
     add_run_options(p)
     p.set_defaults(func=cmd_translate)

@@ -1,4 +1,4 @@
-"""The attention figure of ``treelm translate --plot-attention``: one heat map per decoder layer
+"""The attention figure of ``treelm translate -o FILE.png``: one heat map per decoder layer
 that attends (one for an RNN with attention, one per layer for ConvS2S), rows the target symbols
 predicted, columns the source symbols, cell (t, j) the weight α_tj with which the decoder read
 source symbol j when predicting target symbol t (each row sums to 1). Matplotlib's ``Figure``
