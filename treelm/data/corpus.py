@@ -18,6 +18,7 @@ valid/test map to ``<unk>``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -110,6 +111,20 @@ def read_text(path: str | Path) -> str:
     if not text.strip():
         raise CorpusError(f"{p}: empty corpus (no text)")
     return text
+
+
+def tsv_rows(path: Path, layout: str) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank lines of a tab-separated file as (line number, fields stripped); a line with
+    another number of fields than ``layout`` (e.g. ``"label<TAB>expression"``) names itself."""
+    n = layout.count("<TAB>") + 1
+    for i, line in enumerate(read_lines(path), 1):
+        if not line.strip():
+            continue
+        cols = [c.strip() for c in line.split("\t")]
+        if len(cols) != n:
+            raise CorpusError(f"{path}:{i}: expected '{layout}', got {len(cols)} tab-separated "
+                              f"field{'s' * (len(cols) != 1)}")
+        yield i, cols
 
 
 def read_lines(path: Path) -> list[str]:

@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from treelm.config import parse_section
-from treelm.data.corpus import CorpusError, read_lines
+from treelm.data.corpus import CorpusError, tsv_rows
 from treelm.errors import ConfigError, TreelmError
 
 OPERATORS = ("[MAX", "[MIN", "[MED", "[SM")
@@ -269,17 +269,11 @@ def read_examples(path: str | Path) -> list[Example]:
     """One original-format TSV file; blank lines are skipped."""
     p = Path(path)
     out = []
-    for i, line in enumerate(read_lines(p), 1):
-        if not line.strip():
-            continue
-        cols = [c.strip() for c in line.split("\t")]
+    for i, cols in tsv_rows(p, "label<TAB>expression"):
         if i == 1 and cols == ["Source", "Target"]:
             raise CorpusError(f"{p}:1: a 'Source<TAB>Target' header (Long Range Arena's layout, "
                               "expression first); expected the original 'label<TAB>expression'")
-        if len(cols) != 2:
-            raise CorpusError(f"{p}:{i}: expected 'label<TAB>expression', got {len(cols)} "
-                              f"tab-separated field{'s' * (len(cols) != 1)}")
-        label, text = cols[0].strip(), cols[1].split()
+        label, text = cols[0], cols[1].split()
         if label not in DIGITS:
             raise CorpusError(f"{p}:{i}: label {label!r} is not a digit 0-9")
         toks = [t for t in text if t not in BRACKETS]

@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from treelm.config import parse_section
-from treelm.data.corpus import CorpusError, read_lines
+from treelm.data.corpus import CorpusError, tsv_rows
 from treelm.errors import ConfigError, TreelmError
 
 VARIABLES = ("a", "b", "c", "d", "e", "f")
@@ -366,19 +366,12 @@ def generate_split(spec: LogicData, split: str) -> list[Pair]:
 
 # ----------------------------------------------------------------------------- files
 
-
 def read_pairs(path: str | Path) -> list[Pair]:
     """One Bowman-format file; blank lines are skipped."""
     p = Path(path)
     out = []
-    for i, line in enumerate(read_lines(p), 1):
-        if not line.strip():
-            continue
-        cols = line.strip().split("\t")
-        if len(cols) != 3:
-            raise CorpusError(f"{p}:{i}: expected 'relation<TAB>formula<TAB>formula', got "
-                              f"{len(cols)} tab-separated field{'s' * (len(cols) != 1)}")
-        rel = cols[0].strip()
+    for i, cols in tsv_rows(p, "relation<TAB>formula<TAB>formula"):
+        rel = cols[0]
         if rel not in RELATIONS:
             raise CorpusError(f"{p}:{i}: unknown relation {rel!r} (known: {' '.join(RELATIONS)})")
         sides = []
