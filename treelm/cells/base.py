@@ -17,6 +17,7 @@ apply DropConnect (Wan et al. 2013, as in AWD-LSTM) to them: the dropped copies 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -71,6 +72,23 @@ class Cell(nn.Module):
         out, *hs = kernel(x, hx if len(hx) > 1 else hx[0], params, True, 1, 0.0, self.training,
                           False, False)
         return out, tuple(h[0] for h in hs), {}
+
+    def gate_parameters(self, gates: int) -> None:
+        """``weight_ih`` (G, I), ``weight_hh`` (G, H), ``bias_ih``, ``bias_hh`` (G,) for
+        ``G = gates · H``: the layout of ``torch.nn.RNN``/``GRU``/``LSTM`` (so their kernels run
+        these weights), registered in that order (state dicts and initialisation follow it)."""
+        G, H = gates * self.hidden_size, self.hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(G, self.input_size))
+        self.weight_hh = nn.Parameter(torch.empty(G, H))
+        self.bias_ih = nn.Parameter(torch.empty(G))
+        self.bias_hh = nn.Parameter(torch.empty(G))
+
+    def init_uniform(self) -> None:
+        """Every parameter ~ U(−1/√H, 1/√H), in registration order: PyTorch's recurrent layers'
+        initialisation."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
 
     def recurrent(self) -> dict[str, Tensor]:
         """The hidden-to-hidden weights as used this sequence (undropped)."""

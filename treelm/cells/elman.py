@@ -10,10 +10,8 @@ in a loop over time.
 
 from __future__ import annotations
 
-import math
-
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from treelm.cells.base import Cell, State
 from treelm.kernels import gemm
@@ -29,13 +27,8 @@ class Elman(Cell):
             raise ValueError(f"unknown impl {impl!r}: auto or reference")
         self.nonlinearity = nonlinearity
         self.impl = impl
-        self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
-        self.bias_ih = nn.Parameter(torch.empty(hidden_size))
-        self.bias_hh = nn.Parameter(torch.empty(hidden_size))
-        bound = 1.0 / math.sqrt(hidden_size)
-        for p in self.parameters():
-            nn.init.uniform_(p, -bound, bound)
+        self.gate_parameters(1)
+        self.init_uniform()
 
     def input_projection(self, x: Tensor) -> Tensor:
         return gemm.linear(x, self.weight_ih, self.bias_ih)    # all steps at once

@@ -12,10 +12,8 @@ State ``(h,)``, (B, H).
 
 from __future__ import annotations
 
-import math
-
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from treelm.cells.base import Cell, State
 from treelm.kernels import gemm
@@ -25,14 +23,8 @@ class GRU(Cell):
     def __init__(self, input_size: int, hidden_size: int, impl: str = "auto") -> None:
         super().__init__(input_size, hidden_size)
         self.impl = impl
-        H = hidden_size
-        self.weight_ih = nn.Parameter(torch.empty(3 * H, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(3 * H, H))
-        self.bias_ih = nn.Parameter(torch.empty(3 * H))
-        self.bias_hh = nn.Parameter(torch.empty(3 * H))
-        bound = 1.0 / math.sqrt(H)
-        for p in self.parameters():
-            nn.init.uniform_(p, -bound, bound)
+        self.gate_parameters(3)             # [r, z, n]
+        self.init_uniform()
 
     def input_projection(self, x: Tensor) -> Tensor:
         return gemm.linear(x, self.weight_ih, self.bias_ih)    # all steps at once

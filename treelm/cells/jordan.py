@@ -12,8 +12,6 @@ previous output distribution. The recurrent weight that DropConnect may drop is 
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -45,9 +43,7 @@ class Jordan(Cell):
         self.bias_ih = nn.Parameter(torch.empty(hidden_size))
         self.weight_ho = nn.Parameter(torch.empty(self._out, hidden_size))
         self.bias_ho = nn.Parameter(torch.empty(self._out))
-        bound = 1.0 / math.sqrt(hidden_size)
-        for p in self.parameters():
-            nn.init.uniform_(p, -bound, bound)
+        self.init_uniform()
 
     @property
     def output_size(self) -> int:

@@ -16,8 +16,6 @@ readable loop below. State ``(h, c)``, each (B, H).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
@@ -32,16 +30,10 @@ class LSTM(Cell):
         super().__init__(input_size, hidden_size)
         self.peephole = peephole
         self.impl = impl
-        H = hidden_size
-        self.weight_ih = nn.Parameter(torch.empty(4 * H, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(4 * H, H))
-        self.bias_ih = nn.Parameter(torch.empty(4 * H))
-        self.bias_hh = nn.Parameter(torch.empty(4 * H))
+        self.gate_parameters(4)             # [i, f, g, o]
         if peephole:  # diagonal: one weight per cell for i, f, o
-            self.weight_peep = nn.Parameter(torch.empty(3, H))
-        bound = 1.0 / math.sqrt(H)
-        for p in self.parameters():
-            nn.init.uniform_(p, -bound, bound)
+            self.weight_peep = nn.Parameter(torch.empty(3, hidden_size))
+        self.init_uniform()
 
     def state_sizes(self) -> tuple[int, ...]:
         return (self.hidden_size, self.hidden_size)

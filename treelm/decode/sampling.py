@@ -101,18 +101,10 @@ def sample_stream(
             logits, state = step(tok, state)
 
 
-def sample(
-    step: Step,
-    logits: Tensor,
-    state: Any,
-    length: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> Tensor:
-    """All of :func:`sample_stream` at once: (length, B) int64."""
-    toks = list(sample_stream(step, logits, state, length, temperature, top_k, top_p, generator))
+def sample(step: Step, logits: Tensor, state: Any, length: int, **options: Any) -> Tensor:
+    """All of :func:`sample_stream` at once: (length, B) int64; ``options`` are its own
+    (``temperature``, ``top_k``, ``top_p``, ``generator``)."""
+    toks = list(sample_stream(step, logits, state, length, **options))
     if not toks:
         return torch.empty(0, logits.size(0), dtype=torch.long, device=logits.device)
     return torch.stack(toks)
