@@ -7,12 +7,12 @@ treebank, for all sentence lengths and for sentences of at most 10 words (WSJ10-
 For each length setting it calls :func:`treelm.syntax.report.parsing_report` once -- the function
 behind ``treelm eval-parse RUN --treebank T [--max-len 10] [--format json]`` -- and renders the
 table with :func:`~treelm.syntax.report.format_table`, so the record and the table are the command's
-output. It writes the JSON record to ``benchmarks/results/syntax_table-<YYYYMMDD>.json`` and the
-tables to ``docs/syntax-results.md``.
+output. It writes the JSON record to ``benchmarks/results/syntax_table-<YYYYMMDD>.json`` and
+prints the tables, or writes them as a page to ``--doc FILE.md``. (``docs/syntax-results.md`` is
+the trees study's page, rendered by ``benchmarks/report.py`` from ``benchmarks/trees.py``'s
+record: this script never writes it by default.)
 
-Without ``--run`` it scores the baselines alone (``treelm eval-parse --baseline all``): the record
-is written and the tables printed, and the doc is written only to an explicit ``--doc``, so the
-model tables of ``docs/syntax-results.md`` are not replaced by baseline-only ones.
+Without ``--run`` it scores the baselines alone (``treelm eval-parse --baseline all``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import write_result  # noqa: E402
 
-DOC = HERE.parent / "docs" / "syntax-results.md"
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -34,8 +32,8 @@ def main() -> None:
     ap.add_argument("--treebank", default="nltk", help="nltk (via NLTK_DATA) or a path")
     ap.add_argument("--max-lens", nargs="+", default=["all", "10"],
                     help="length limits to evaluate ('all' for none)")
-    ap.add_argument("--doc", type=Path,
-                    help=f"markdown file for the tables (default with --run: {DOC})")
+    ap.add_argument("--doc", type=Path, help="write the tables to this markdown file (default: "
+                    "print them)")
     args = ap.parse_args()
 
     import torch
@@ -58,7 +56,7 @@ def main() -> None:
                       f"`{' '.join(shown)}`\n\n```\n{format_table(records[ml])}\n```\n")
     write_result("syntax_table", {"run": args.run, "treebank": args.treebank,
                                   "results": records}, echo=False)
-    doc = args.doc or (DOC if args.run else None)
+    doc = args.doc
     if doc is None:
         print("\n".join(tables))
         return
