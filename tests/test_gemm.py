@@ -419,3 +419,23 @@ def test_measurements_restore_and_pin_the_choice():
         gemm.FixedMatmul(w, batch=4, steps=35)
     assert [d["backend"] for d in gemm.decisions()] == ["mm"] and before
     gemm.clear_cache()
+
+
+def test_single_products_of_one_size_class_share_a_measurement(monkeypatch):
+    """A variable-length batch: single products over 33, 60 and 64 rows (input projections over
+    T·B rows, weight gradients over T·B terms) are measured once per power-of-two size class, not
+    once per length; a loop's products keep their exact shapes."""
+    if len(gemm.usable_backends(torch.float32)) < 2:
+        pytest.skip("one backend: nothing is measured")
+    calls = _counting_measure(monkeypatch)
+    w = torch.randn(96, 48)
+    for rows in (33, 60, 64):                       # one class: 64
+        a = torch.randn(rows, 48)
+        torch.testing.assert_close(FixedMatmul(w, rows, steps=1)(a), a @ w.t())
+    assert len(calls) == 1
+    FixedMatmul(w, 65, steps=1)                     # the next class
+    assert len(calls) == 2
+    FixedMatmul(w, 33, steps=20)
+    FixedMatmul(w, 34, steps=20)                    # loops: exact shapes
+    assert len(calls) == 4
+    assert [gemm.choice.size_class(n) for n in (1, 2, 33, 64, 65)] == [1, 2, 64, 64, 128]

@@ -148,11 +148,22 @@ def _measure(weight: Tensor, batch: int, transpose: bool, a_t: bool, once: bool,
     return result, products
 
 
+def size_class(n: int) -> int:
+    """``n`` rounded up to a power of two: single products whose sizes differ only in the
+    length of a batch (the input projection over ``T·B`` rows, the weight gradient over ``T·B``
+    terms) share one measurement, where every new sequence length would otherwise be measured
+    anew (ListOps, tagging and translation batches come in dozens of lengths)."""
+    return 1 << (n - 1).bit_length() if n > 1 else n
+
+
 def _decide(weight: Tensor, batch: int, transpose: bool, steps: int, a_t: bool
             ) -> tuple[ShapeKey, Decision, dict[str, Product]]:
     n, k = (weight.shape[1], weight.shape[0]) if transpose else weight.shape
     once = steps <= 1
-    key = ShapeKey(batch, k, n, transpose, a_t, _colmajor(weight), once,
+    m = batch
+    if once:            # a loop's shapes are fixed for the sequence: measured exactly
+        m, k = size_class(m), size_class(k)
+    key = ShapeKey(m, k, n, transpose, a_t, _colmajor(weight), once,
                    str(weight.dtype).removeprefix("torch."), weight.device.type,
                    torch.get_num_threads())
     wanted = requested_backend()
