@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--runs", nargs="+")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--length", type=int, default=100)
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", choices=["random", "ptb-char"], default="random")
     ap.add_argument("--threads", type=int, default=2)
@@ -46,16 +46,16 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     results = flow_study(cells=args.cells, runs=args.runs, hidden=args.hidden,
-                         length=args.length, batch=args.batch, seed=args.seed, data=args.data)
+                         length=args.length, batch=args.batch_size, seed=args.seed, data=args.data)
     suffix = "" if args.name == "fresh" else f"-{args.name}"
     csv, png = DOCS / f"gradflow{suffix}.csv", DOCS / "img" / f"gradflow{suffix}.png"
     write_csv(results, csv)
-    plot(results, png, study_title(bool(args.cells), args.length, args.batch, args.hidden,
+    plot(results, png, study_title(bool(args.cells), args.length, args.batch_size, args.hidden,
                                    args.data))
     lags = sorted({k for k in (0, 1, 10, 50, args.length) if k <= args.length})
     study = {
         "cells": args.cells, "runs": args.runs, "hidden": args.hidden if args.cells else None,
-        "length": args.length, "batch": args.batch, "seed": args.seed, "data": args.data,
+        "length": args.length, "batch": args.batch_size, "seed": args.seed, "data": args.data,
         "csv": str(csv.relative_to(DOCS.parent)), "png": str(png.relative_to(DOCS.parent)),
         "lags": lags,
         "models": {r.label: {"cell": r.cell,

@@ -13,9 +13,11 @@ tensor in a nested tuple / list / dict); ``None`` is passed through. Language mo
 memory) plug in the same way.
 
 The package imports nothing else of treelm but :mod:`treelm.text` (the scorer reads sentences
-through a tokenizer and vocabulary), so that tasks decode with it (a translation task scores BLEU
-on what ``treelm translate`` prints) and verbs sit above it (``treelm generate`` and ``treelm
-probe`` are in :mod:`treelm.generate`, ``treelm suite`` in :mod:`treelm.suite`).
+through a tokenizer and vocabulary) and the bottom floor's :mod:`treelm.progress` and
+:mod:`treelm.threads` (the scorer's progress and threads), so that tasks decode with it (a
+translation task scores BLEU on what ``treelm translate`` prints) and verbs sit above it
+(``treelm generate`` and ``treelm probe`` are in :mod:`treelm.generate`, ``treelm suite`` in
+:mod:`treelm.suite`).
 
 * :mod:`treelm.decode.sampling` -- temperature, top-k and top-p (nucleus) sampling, seeded;
 * :mod:`treelm.decode.greedy` -- greedy decoding (the temperature-0 limit);

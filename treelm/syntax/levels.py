@@ -30,12 +30,13 @@ and the recurrent stack run.
 Shapes: per sentence, ``df`` and ``di`` are ``(n_layers, n)`` float32 arrays, row ``k`` for the
 ``k``-th ON-LSTM layer (``layers[k]`` is its 1-based number in the model).
 
-The verbs obtain levels in one place, :func:`level_source`: a :class:`LevelSource` holds a run's
-layers with master gates, the tokenizer of the text its model reads, and the function that reads
-tokenised sentences. A language model reads them as above; a model that reads a *source* sentence
-(a translation encoder: ``encoder_cells()`` / ``encoder_features()``) gives its encoder's levels
-over the source symbols (:mod:`treelm.syntax.source_levels`), for either direction of a
-bidirectional encoder.
+The verbs obtain levels in one place, :func:`treelm.syntax.sources.level_source`: a
+:class:`~treelm.syntax.sources.LevelSource` holds a run's layers with master gates, the tokenizer
+of the text its model reads, and the function that reads tokenised sentences. A language model
+reads them as above; a model that reads a *source* sentence (a translation encoder:
+``encoder_cells()`` / ``encoder_features()``) gives its encoder's levels over the source symbols
+(:mod:`treelm.syntax.source_levels`), for either direction of a bidirectional encoder. Both wrap
+their levels with :func:`tokenised_levels`, and this module imports neither of the others.
 """
 
 from __future__ import annotations
@@ -243,34 +244,35 @@ def batched_levels(
     return results
 
 
-def encode_words(
-    vocab: Vocab, words: Sequence[str], unk: str = "map"
-) -> tuple[list[int], list[int]]:
-    """Ids of ``words`` and the positions of unknown ones.
+#: ``compute(id_seqs)``: the ``(df, di)`` arrays of each id sequence, in input order.
+LevelsOf = Callable[[list[list[int]]], list[tuple[np.ndarray, np.ndarray]]]
 
-    ``unk="map"`` reads an unknown word as ``<unk>``; ``unk="error"`` raises a
-    :class:`~treelm.errors.TreelmError` naming it.
+
+def tokenised_levels(vocab: Vocab, sentences: Sequence[Sequence[str]], unk: str, what: str,
+                     layers: tuple[int, ...], compute: LevelsOf,
+                     direction: str = "forward") -> list[SentenceLevels]:
+    """The :class:`SentenceLevels` of tokenised sentences, in input order: their ids in
+    ``vocab``, the levels ``compute`` reads from those ids, the positions of unknown symbols.
+    ``unk="map"`` reads a symbol outside ``vocab`` as ``<unk>``; ``unk="error"`` raises a
+    :class:`~treelm.errors.TreelmError` naming it (a ``what``: "word", "source symbol").
+
+    One wrapper for a language model's levels (:func:`sentence_levels`) and an encoder's
+    (:func:`treelm.syntax.source_levels.source_sentence_levels`): they differ only in how the
+    ids are read.
     """
-    ids = vocab.encode(words, unk, what="word")
-    return ids, vocab.unknown(words)
+    ids = [vocab.encode(s, unk, what=what) for s in sentences]
+    return [
+        SentenceLevels(list(symbols), row, vocab.unknown(symbols), df, di, layers, direction)
+        for symbols, row, (df, di) in zip(sentences, ids, compute(ids))
+    ]
 
 
-def sentence_levels(
-    model: nn.Module,
-    vocab: Vocab,
-    sentences: Sequence[Sequence[str]],
-    batch_size: int = 256,
-    unk: str = "map",
-) -> list[SentenceLevels]:
+def sentence_levels(model: nn.Module, vocab: Vocab, sentences: Sequence[Sequence[str]],
+                    batch_size: int = 256, unk: str = "map") -> list[SentenceLevels]:
     """Master-gate levels of tokenised sentences (lists of words), in input order.
 
-    Out-of-vocabulary words follow ``unk`` (see :func:`encode_words`). See
+    Out-of-vocabulary words follow ``unk`` (see :func:`tokenised_levels`). See
     :func:`compute_levels` for the protocol and shapes.
     """
-    layers = onlstm_layers(model)
-    encoded = [encode_words(vocab, s, unk) for s in sentences]
-    levels = compute_levels(model, [ids for ids, _ in encoded], vocab.eos, batch_size)
-    return [
-        SentenceLevels(list(words), ids, unknown, df, di, layers)
-        for words, (ids, unknown), (df, di) in zip(sentences, encoded, levels)
-    ]
+    return tokenised_levels(vocab, sentences, unk, "word", onlstm_layers(model),
+                            lambda ids: compute_levels(model, ids, vocab.eos, batch_size))

@@ -60,6 +60,7 @@ from treelm.syntax.levels import (
     _eval_mode,
     batched_levels,
     master_gate_layers,
+    tokenised_levels,
 )
 from treelm.text.vocab import Vocab
 
@@ -120,24 +121,17 @@ def compute_source_levels(
         return batched_levels(id_seqs, len(rows), batch_size, read)
 
 
-def source_sentence_levels(
-    model: nn.Module,
-    vocab: Vocab,
-    sentences: Sequence[Sequence[str]],
-    batch_size: int = 256,
-    unk: str = "map",
-    direction: str = "forward",
-) -> list[SentenceLevels]:
+def source_sentence_levels(model: nn.Module, vocab: Vocab, sentences: Sequence[Sequence[str]],
+                           batch_size: int = 256, unk: str = "map",
+                           direction: str = "forward") -> list[SentenceLevels]:
     """Encoder levels of tokenised source sentences (lists of source symbols), in input order.
 
     ``vocab`` is the run's source vocabulary; a symbol outside it is read as ``<unk>``
     (``unk="map"``) or stops with a :class:`~treelm.errors.TreelmError` naming it
     (``unk="error"``). See :func:`compute_source_levels` for the protocol and shapes.
     """
-    layers = encoder_layers(model, direction)
-    ids = [vocab.encode(s, unk, what="source symbol") for s in sentences]
-    levels = compute_source_levels(model, ids, vocab.eos, vocab.pad, direction, batch_size)
-    return [
-        SentenceLevels(list(symbols), row, vocab.unknown(symbols), df, di, layers, direction)
-        for symbols, row, (df, di) in zip(sentences, ids, levels)
-    ]
+    return tokenised_levels(
+        vocab, sentences, unk, "source symbol", encoder_layers(model, direction),
+        lambda ids: compute_source_levels(model, ids, vocab.eos, vocab.pad, direction,
+                                          batch_size),
+        direction)

@@ -43,7 +43,9 @@ def add_tag(sub: Any) -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir")
     p.add_argument("--input", metavar="FILE", help="utterances, one a line (default: stdin)")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text (default): the utterance with its slots in brackets, "
+                   "[intent] first; json: one object per line (words, tags, slots, intent)")
     p.add_argument("--batch-size", type=int, help="utterances per batch (default: the config's)")
     add_unk_option(p, "word")
     add_run_options(p)
