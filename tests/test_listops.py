@@ -321,3 +321,18 @@ def test_two_processes_under_torchrun(tmp_path):
 def test_examples_keep_their_fields():
     x = Example(9, ("[MAX", "2", "9", "]"), 1)
     assert x.line() == "9\t( ( ( [MAX 2 ) 9 ) ] )" and x.line(False) == "9\t[MAX 2 9 ]"
+
+
+def test_the_docs_table_is_the_newest_records():
+    """docs/listops.md shows the table of the newest committed ListOps record, not a copy."""
+    records = sorted((ROOT / "benchmarks" / "results").glob("listops-*.json"))
+    if not records:
+        pytest.skip("no ListOps record committed yet")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from listops import table
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    record = json.loads(records[-1].read_text(encoding="utf-8"))
+    assert record["table"] == table(record["configs"])
+    assert record["table"] in (ROOT / "docs" / "listops.md").read_text(encoding="utf-8")
