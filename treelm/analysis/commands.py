@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import textwrap
 from typing import Any
 
 from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.run import add_run_options
+from treelm.verb import add_verb
 
 GRADFLOW_EPILOG = """examples:
   treelm gradflow --cells elman lstm gru --hidden 64 --length 50        # the table only
@@ -55,19 +55,18 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
 
 
 def add_gradflow(sub: Any) -> argparse.ArgumentParser:
-    g = sub.add_parser(
-        "gradflow", help="how far gradients reach back in time, per cell",
-        description=textwrap.fill(
-            "Measure the mean norm of dL_T/dh_t against the lag T - t, where L_T is the "
-            "cross-entropy loss of the last step only, for trained runs (--runs) or freshly "
-            "initialised cells (--cells, one layer with one-hot input and a random decoder), "
-            "all on the same batch. Prints the norms at a few lags; writes every lag as CSV "
-            "(lag,cell,mean_grad_norm) with --csv and a log-scale plot with -o; for the "
-            "Elman SRN also reports the largest singular value of W_hh against "
-            "the 1/gamma bound of Pascanu, Mikolov & Bengio (2013): vanishing is guaranteed "
-            "when sigma_max < 1/gamma (gamma = 1 for tanh)."),
-        epilog=GRADFLOW_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = add_verb(sub, "gradflow", cmd_gradflow,
+        help="how far gradients reach back in time, per cell",
+        description="Measure the mean norm of dL_T/dh_t against the lag T - t, where L_T is "
+                    "the cross-entropy loss of the last step only, for trained runs (--runs) "
+                    "or freshly initialised cells (--cells, one layer with one-hot input and a "
+                    "random decoder), all on the same batch. Prints the norms at a few lags; "
+                    "writes every lag as CSV (lag,cell,mean_grad_norm) with --csv and a "
+                    "log-scale plot with -o; for the Elman SRN also reports the largest "
+                    "singular value of W_hh against the 1/gamma bound of Pascanu, Mikolov & "
+                    "Bengio (2013): vanishing is guaranteed when sigma_max < 1/gamma (gamma = "
+                    "1 for tanh).",
+        epilog=GRADFLOW_EPILOG)
     src = g.add_mutually_exclusive_group()
     src.add_argument("--runs", nargs="+", metavar="RUN_DIR", help="trained run directories")
     src.add_argument("--cells", nargs="+", metavar="CELL",
@@ -88,5 +87,4 @@ def add_gradflow(sub: Any) -> argparse.ArgumentParser:
                    ".svg, .jpg) to FILE; nothing is written unless asked")
     g.add_argument("--csv", metavar="FILE.csv", help="write the norms at every lag to FILE.csv")
     add_run_options(g)
-    g.set_defaults(func=cmd_gradflow)
     return g

@@ -13,13 +13,13 @@ import argparse
 import json
 import math
 import sys
-import textwrap
 from typing import Any, TextIO
 
 from treelm.errors import TreelmError
 from treelm.run import add_run_options
 from treelm.text import Tokenizer, Vocab
 from treelm.text.inputs import UnknownSymbols, add_unk_option
+from treelm.verb import add_verb
 
 GENERATE_EPILOG = """examples:
   treelm generate runs/char-lstm --prompt "the company " --length 300 --seed 1
@@ -119,16 +119,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def add_generate(sub: Any) -> argparse.ArgumentParser:
-    g = sub.add_parser(
-        "generate", help="generate text from a trained language model",
-        description=textwrap.fill(
-            "Prime a trained language model with a prompt and print what follows, "
-            "symbol by symbol as it is produced (words joined by spaces, characters as they are, "
-            "<eos> as a newline). Sampling (default) draws from softmax(logits / T), optionally "
-            "truncated to the top-k symbols and/or the top-p nucleus (Holtzman et al. 2020); "
-            "--temperature 0 is greedy. --beam B runs beam search instead and prints the most "
-            "probable continuation, ending at <eos> or after --length symbols."),
-        epilog=GENERATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = add_verb(sub, "generate", cmd_generate,
+        help="generate text from a trained language model",
+        description="Prime a trained language model with a prompt and print what follows, "
+                    "symbol by symbol as it is produced (words joined by spaces, characters as "
+                    "they are, <eos> as a newline). Sampling (default) draws from "
+                    "softmax(logits / T), optionally truncated to the top-k symbols and/or the "
+                    "top-p nucleus (Holtzman et al. 2020); --temperature 0 is greedy. --beam B "
+                    "runs beam search instead and prints the most probable continuation, "
+                    "ending at <eos> or after --length symbols.",
+        epilog=GENERATE_EPILOG)
     g.add_argument("run_dir")
     g.add_argument("--prompt", default="", help="text to start from (default: empty = a new "
                    "line)")
@@ -143,7 +143,6 @@ def add_generate(sub: Any) -> argparse.ArgumentParser:
                    help="beam search: rank by log p / ((5+n)/6)^ALPHA (default 0: plain log p)")
     add_unk_option(g, "prompt symbol")
     add_run_options(g)
-    g.set_defaults(func=cmd_generate)
     return g
 
 
@@ -207,13 +206,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def add_probe(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "probe", help="the most likely next symbols after given prefixes",
-        description=textwrap.fill(
-            "Print, for each --prompt, the K most likely next symbols and their "
-            "probabilities under a trained language model (the prefix is read as the start of a "
-            "line). Sutskever, Martens & Hinton (2011) show a character MRNN predicting 'n' after "
-            "'fixi'."), epilog=PROBE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_verb(sub, "probe", cmd_probe,
+        help="the most likely next symbols after given prefixes",
+        description="Print, for each --prompt, the K most likely next symbols and their "
+                    "probabilities under a trained language model (the prefix is read as the "
+                    "start of a line). Sutskever, Martens & Hinton (2011) show a character "
+                    "MRNN predicting 'n' after 'fixi'.",
+        epilog=PROBE_EPILOG)
     p.add_argument("run_dir")
     p.add_argument("--prompt", action="append", required=True, metavar="TEXT",
                    help="a prefix to continue (repeat for several)")
@@ -223,5 +222,4 @@ def add_probe(sub: Any) -> argparse.ArgumentParser:
                    help="table (default) or one JSON object")
     add_unk_option(p, "prefix symbol")
     add_run_options(p)
-    p.set_defaults(func=cmd_probe)
     return p

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from typing import Any
 
 from treelm.errors import TreelmError
+from treelm.verb import add_verb
 
 SERVE_EPILOG = """examples:
   treelm serve runs/onlstm                       # then open http://127.0.0.1:8000/
@@ -39,16 +39,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def add_serve(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "serve", help="a local web page to look at trained runs (trees, gates, translations)",
-        description=textwrap.fill(
-        "Serve a page (and the JSON endpoints of docs/serve.md) over the runs given: "
-        "type a sentence and see the tree a language model's ON-LSTM layers induce under both "
-        "tree rules with the gate levels of every layer, sample text and the next-symbol "
-        "probabilities; a translation run's translation, its attention and (ON-LSTM encoder) "
-        "the source tree; a tagging run's slots. Runs are opened once and named by their "
-        "directory; nothing is fetched from the network.", 79),
-        epilog=SERVE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_verb(sub, "serve", cmd_serve,
+        help="a local web page to look at trained runs (trees, gates, translations)",
+        description="Serve a page (and the JSON endpoints of docs/serve.md) over the runs "
+                    "given: type a sentence and see the tree a language model's ON-LSTM layers "
+                    "induce under both tree rules with the gate levels of every layer, sample "
+                    "text and the next-symbol probabilities; a translation run's translation, "
+                    "its attention and (ON-LSTM encoder) the source tree; a tagging run's "
+                    "slots. Runs are opened once and named by their directory; nothing is "
+                    "fetched from the network.",
+        epilog=SERVE_EPILOG)
     p.add_argument("runs", nargs="+", metavar="RUN", help="trained run directories")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
@@ -56,5 +56,4 @@ def add_serve(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", choices=["best", "last"], default="best",
                    help="which weights of each run (default best)")
     p.add_argument("--log", action="store_true", help="print one line per request on stderr")
-    p.set_defaults(func=cmd_serve)
     return p

@@ -17,6 +17,7 @@ from typing import Any
 from treelm.errors import TreelmError, check_output
 from treelm.run import add_run_options
 from treelm.text.inputs import add_unk_option
+from treelm.verb import add_verb
 
 SUITE_EPILOG = """examples:
   treelm suite agreement runs/onlstm runs/lstm
@@ -67,14 +68,14 @@ def add_suite(sub: Any) -> argparse.ArgumentParser:
                        "`treelm suite SUITE --help` explains each.",
                        epilog=SUITE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     suites = p.add_subparsers(dest="suite", metavar="SUITE", required=True)
-    a = suites.add_parser(
-        "agreement", help="Marvin & Linzen (2018): agreement, reflexives, NPIs",
+    a = add_verb(suites, "agreement", cmd_agreement,
+        help="Marvin & Linzen (2018): agreement, reflexives, NPIs",
         description="Score minimal pairs (Marvin & Linzen 2018: subject-verb agreement, "
-        "reflexive anaphora, negative polarity items; templates re-made in Penn Treebank words) "
-        "with each run: a pair is correct when the grammatical sentence has the higher "
-        "log-probability (<eos> + sentence + <eos>). Prints the pairs and the accuracy per "
-        "construction, one column per run.",
-        epilog=SUITE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "reflexive anaphora, negative polarity items; templates re-made in Penn "
+                    "Treebank words) with each run: a pair is correct when the grammatical "
+                    "sentence has the higher log-probability (<eos> + sentence + <eos>). "
+                    "Prints the pairs and the accuracy per construction, one column per run.",
+        epilog=SUITE_EPILOG)
     a.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="language-model runs")
     a.add_argument("--pairs", metavar="FILE", help="score these pairs instead: one a line, "
                    "construction<TAB>grammatical<TAB>ungrammatical (optional header line)")
@@ -90,5 +91,4 @@ def add_suite(sub: Any) -> argparse.ArgumentParser:
                    help="also write the report as JSON to FILE.json")
     add_unk_option(a, "word")
     add_run_options(a)
-    a.set_defaults(func=cmd_agreement)
     return p

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -36,6 +35,7 @@ from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.syntax.parse import input_lines, tokenize
 from treelm.syntax.report import TABLE_LABELS
 from treelm.text.inputs import add_unk_option
+from treelm.verb import add_verb
 
 STYLES = ("official", "split")
 FORMATS = ("brackets", "json", "ascii")
@@ -76,10 +76,6 @@ PLOT_TREE_EPILOG = """examples:
 
 
 # ----------------------------------------------------------------------------- helpers
-def _wrap(text: str) -> str:
-    return textwrap.fill(text, 79)
-
-
 def _open_run(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
     """Load ``args.run_dir`` (``--checkpoint``, ``--threads``), a language model, and check it
     has master gates."""
@@ -183,22 +179,23 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def add_parse(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "parse", help="induce constituency trees with a trained ON-LSTM language model",
-        description=_wrap(
-        "Print the binary tree read off an ON-LSTM language model for each sentence "
-        "(Shen et al. 2019, Sec. 5.2): every sentence is read alone as <eos> w1 .. wn <eos> and "
-        "split top-down at the words with the highest master-forget-gate level d_f of one layer. "
-        "Input: the SENTENCE argument, --input (one sentence per line), or stdin (SENTENCE "
-        "absent or '-'); words are whitespace-separated unless --segment jieba. Output: one "
-        "line per sentence (brackets, json) or one drawing per sentence (ascii); an empty input "
-        "line gives an empty output line. json objects hold the tokens, the positions of "
-        "out-of-vocabulary words and, per layer, the tree (nested lists) and the levels df, di. "
-        "A translation run whose encoder has ON-LSTM layers gives source-side trees: each "
-        "source sentence is read by the run's source tokenizer (BPE pieces, or words) and by "
-        "the encoder as the model reads sources (x1 .. xn <eos>), and the tree is over its "
-        "pieces; layers are the encoder's."),
-        epilog=PARSE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_verb(sub, "parse", cmd_parse,
+        help="induce constituency trees with a trained ON-LSTM language model",
+        description="Print the binary tree read off an ON-LSTM language model for each "
+                    "sentence (Shen et al. 2019, Sec. 5.2): every sentence is read alone as "
+                    "<eos> w1 .. wn <eos> and split top-down at the words with the highest "
+                    "master-forget-gate level d_f of one layer. Input: the SENTENCE argument, "
+                    "--input (one sentence per line), or stdin (SENTENCE absent or '-'); words "
+                    "are whitespace-separated unless --segment jieba. Output: one line per "
+                    "sentence (brackets, json) or one drawing per sentence (ascii); an empty "
+                    "input line gives an empty output line. json objects hold the tokens, the "
+                    "positions of out-of-vocabulary words and, per layer, the tree (nested "
+                    "lists) and the levels df, di. A translation run whose encoder has ON-LSTM "
+                    "layers gives source-side trees: each source sentence is read by the run's "
+                    "source tokenizer (BPE pieces, or words) and by the encoder as the model "
+                    "reads sources (x1 .. xn <eos>), and the tree is over its pieces; layers "
+                    "are the encoder's.",
+        epilog=PARSE_EPILOG)
     p.add_argument("run_dir", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (a language model, or a translation "
                    "model's encoder)")
@@ -215,7 +212,6 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
     _add_direction_option(p)
     _add_text_options(p)
     _add_model_options(p)
-    p.set_defaults(func=cmd_parse)
     return p
 
 
@@ -254,16 +250,16 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
 
 
 def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "eval-parse", help="unlabeled parsing F1 of a run's ON-LSTM layers against a treebank",
-        description=_wrap(
-        "Score the trees read off every ON-LSTM layer (or --layer K) against gold "
-        "Penn-Treebank trees, next to the trivial baselines, as in Table 2 of Shen et al. "
-        "(2019): sentence-level F1 (the paper's number) and corpus-level F1, per-label recall, "
-        "mean word depth and tree height. Gold trees get the ON-LSTM/PRPN preprocessing "
-        "(punctuation and empty elements removed, lower-case, digits -> N); --max-len 10 on "
-        "the whole WSJ gives WSJ10. Without RUN_DIR, --baseline scores baselines alone."),
-        epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_verb(sub, "eval-parse", cmd_eval_parse,
+        help="unlabeled parsing F1 of a run's ON-LSTM layers against a treebank",
+        description="Score the trees read off every ON-LSTM layer (or --layer K) against gold "
+                    "Penn-Treebank trees, next to the trivial baselines, as in Table 2 of Shen "
+                    "et al. (2019): sentence-level F1 (the paper's number) and corpus-level "
+                    "F1, per-label recall, mean word depth and tree height. Gold trees get the "
+                    "ON-LSTM/PRPN preprocessing (punctuation and empty elements removed, "
+                    "lower-case, digits -> N); --max-len 10 on the whole WSJ gives WSJ10. "
+                    "Without RUN_DIR, --baseline scores baselines alone.",
+        epilog=EVAL_EPILOG)
     p.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (optional with --baseline)")
     p.add_argument("--treebank", required=True, metavar="nltk-dev|nltk-test|nltk|PATH",
@@ -288,7 +284,6 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table (default) or one JSON object (scores as fractions)")
     _add_model_options(p)
-    p.set_defaults(func=cmd_eval_parse)
     return p
 
 
@@ -331,15 +326,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def add_plot(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "plot", help="heat map of a sentence's ON-LSTM levels with the induced tree",
-        description=_wrap("Draw the master-forget-gate levels d_f of every ON-LSTM layer for one "
-        "sentence (or d_i with --gate input) as a heat map (rows: layers from 1 at the top; "
-        "columns: words), with the "
-        "tree induced from one layer drawn above (cf. Shen et al. 2019, Fig. 3). Words outside "
-        "the vocabulary are marked with *. The format follows the file extension (PNG, SVG, "
-        "PDF). A translation run draws its encoder's levels over the source pieces."),
-        epilog=PLOT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_verb(sub, "plot", cmd_plot,
+        help="heat map of a sentence's ON-LSTM levels with the induced tree",
+        description="Draw the master-forget-gate levels d_f of every ON-LSTM layer for one "
+                    "sentence (or d_i with --gate input) as a heat map (rows: layers from 1 at "
+                    "the top; columns: words), with the tree induced from one layer drawn "
+                    "above (cf. Shen et al. 2019, Fig. 3). Words outside the vocabulary are "
+                    "marked with *. The format follows the file extension (PNG, SVG, PDF). A "
+                    "translation run draws its encoder's levels over the source pieces.",
+        epilog=PLOT_EPILOG)
     p.add_argument("run_dir", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (a language model, or a translation "
                    "model's encoder)")
@@ -359,7 +354,6 @@ def add_plot(sub: Any) -> argparse.ArgumentParser:
     _add_direction_option(p)
     _add_text_options(p)
     _add_model_options(p, batch=False)
-    p.set_defaults(func=cmd_plot)
     return p
 
 
@@ -387,15 +381,16 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
 
 
 def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "plot-tree", help="draw a tree (given, or induced from a sentence) as an image",
-        description=_wrap("Draw one binary or n-ary tree as a dendrogram image. The tree is given "
-        "in brackets, ((the cat) (sat down)), as printed by 'treelm parse --format brackets', "
-        "or with --format json as nested lists, [[\"the\",\"cat\"],[\"sat\",\"down\"]]; TREE "
-        "absent or '-' reads it from stdin. With --run RUN_DIR the argument is a sentence "
-        "instead, parsed by the run's model as in 'treelm parse'. The image format follows the "
-        "file extension."),
-        epilog=PLOT_TREE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_verb(sub, "plot-tree", cmd_plot_tree,
+        help="draw a tree (given, or induced from a sentence) as an image",
+        description="Draw one binary or n-ary tree as a dendrogram image. The tree is given in "
+                    "brackets, ((the cat) (sat down)), as printed by 'treelm parse --format "
+                    "brackets', or with --format json as nested lists, "
+                    "[[\"the\",\"cat\"],[\"sat\",\"down\"]]; TREE absent or '-' reads it from "
+                    "stdin. With --run RUN_DIR the argument is a sentence instead, parsed by "
+                    "the run's model as in 'treelm parse'. The image format follows the file "
+                    "extension.",
+        epilog=PLOT_TREE_EPILOG)
     p.add_argument("tree", nargs="?", metavar="TREE|SENTENCE",
                    help="the tree (or, with --run, the sentence); default or '-': stdin")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="image to write")
@@ -409,7 +404,7 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
     _add_direction_option(p)
     _add_text_options(p)
     _add_model_options(p, batch=False)
-    p.set_defaults(func=cmd_plot_tree, sentence=None)
+    p.set_defaults(sentence=None)
     return p
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from treelm.errors import TreelmError
 from treelm.run import add_run_options
 from treelm.text.inputs import add_unk_option
+from treelm.verb import add_verb
 
 TAG_EPILOG = """examples:
   echo "show me flights from boston to denver tomorrow" | treelm tag runs/atis-elman
@@ -34,13 +35,13 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def add_tag(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("tag", help="label each word of utterances with its slot (slot filling)",
-                       description="Read utterances (one a line, words separated by spaces) "
-                       "from --input or stdin and print each with its slots in brackets, or as "
-                       "JSON (words, tags, slots, intent); a blank line gives an empty line "
-                       "(an empty JSON result), input without any text is an error.",
-                       epilog=TAG_EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_verb(sub, "tag", cmd_tag,
+        help="label each word of utterances with its slot (slot filling)",
+        description="Read utterances (one a line, words separated by spaces) from --input or "
+                    "stdin and print each with its slots in brackets, or as JSON (words, tags, "
+                    "slots, intent); a blank line gives an empty line (an empty JSON result), "
+                    "input without any text is an error.",
+        epilog=TAG_EPILOG)
     p.add_argument("run_dir")
     p.add_argument("--input", metavar="FILE", help="utterances, one a line (default: stdin)")
     p.add_argument("--format", choices=["text", "json"], default="text",
@@ -49,5 +50,4 @@ def add_tag(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="utterances per batch (default: the config's)")
     add_unk_option(p, "word")
     add_run_options(p)
-    p.set_defaults(func=cmd_tag)
     return p

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from treelm.errors import TreelmError
+from treelm.verb import add_verb
 
 TRAIN_EPILOG = """examples:
   treelm train --config configs/tiny-lm.yaml --out runs/tiny
@@ -44,12 +45,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def add_train(sub: Any) -> argparse.ArgumentParser:
-    t = sub.add_parser("train", help="train a model from a YAML config (or resume a run)",
-                       description="Train a model from a YAML config into a run directory. "
-                       "Overrides are dotted key=value pairs, e.g. train.lr=0.002 "
-                       "model.cell=lstm train.max_minutes=60. Under torchrun the same command "
-                       "trains with DistributedDataParallel.",
-                       epilog=TRAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t = add_verb(sub, "train", cmd_train,
+        help="train a model from a YAML config (or resume a run)",
+        description="Train a model from a YAML config into a run directory. Overrides are "
+                    "dotted key=value pairs, e.g. train.lr=0.002 model.cell=lstm "
+                    "train.max_minutes=60. Under torchrun the same command trains with "
+                    "DistributedDataParallel.",
+        epilog=TRAIN_EPILOG)
     t.add_argument("--config", help="YAML config (see configs/)")
     t.add_argument("--out", help="run directory to create")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint")
@@ -57,7 +59,6 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress output (warnings, notes "
                    "and the result JSON on stdout remain)")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
-    t.set_defaults(func=cmd_train)
     return t
 
 
@@ -108,19 +109,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def add_eval(sub: Any) -> argparse.ArgumentParser:
     from treelm.run import add_run_options
 
-    e = sub.add_parser("eval", help="score a trained run on a split or a data file (perplexity, "
-                       "bits/char, F1, accuracy, BLEU)",
-                       description="Evaluate a run's best checkpoint on a split of its config, "
-                       "or on any data in the task's own format (--data), and print JSON "
-                       "with the task's scores: perplexity for word models, bits per character "
-                       "for character models, chunk F1 for slot filling, accuracy for logic, "
-                       "BLEU and chrF for translation (after sacreBLEU's lines with their "
-                       "signatures). --data reads: a text file (language model); a directory "
-                       "with seq.in/seq.out[/label] or a CoNLL file (tagging); Bowman's "
-                       "relation<TAB>formula<TAB>formula file or his directory of test<n> files "
-                       "(logic); a file stem STEM with STEM.<src> and STEM.<tgt>, plain or .gz "
-                       "(translation).", epilog=EVAL_EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    e = add_verb(sub, "eval", cmd_eval,
+        help="score a trained run on a split or a data file (perplexity, bits/char, F1, "
+             "accuracy, BLEU)",
+        description="Evaluate a run's best checkpoint on a split of its config, or on any data "
+                    "in the task's own format (--data), and print JSON with the task's scores: "
+                    "perplexity for word models, bits per character for character models, "
+                    "chunk F1 for slot filling, accuracy for logic, BLEU and chrF for "
+                    "translation (after sacreBLEU's lines with their signatures). --data "
+                    "reads: a text file (language model); a directory with "
+                    "seq.in/seq.out[/label] or a CoNLL file (tagging); Bowman's "
+                    "relation<TAB>formula<TAB>formula file or his directory of test<n> files "
+                    "(logic); a file stem STEM with STEM.<src> and STEM.<tgt>, plain or .gz "
+                    "(translation).",
+        epilog=EVAL_EPILOG)
     e.add_argument("run_dir")
     e.add_argument("--split", choices=["valid", "test"],
                    help="a split of the run's config (default valid)")
@@ -133,5 +135,4 @@ def add_eval(sub: Any) -> argparse.ArgumentParser:
     e.add_argument("--length-penalty", type=float, metavar="α", help="translation: beam search "
                    "length penalty α (default: the config's train.length_penalty)")
     add_run_options(e)
-    e.set_defaults(func=cmd_eval)
     return e

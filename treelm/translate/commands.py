@@ -8,6 +8,7 @@ from typing import Any
 from treelm.errors import IMAGE_SUFFIXES, check_output
 from treelm.run import add_run_options
 from treelm.text.inputs import add_unk_option
+from treelm.verb import add_verb
 
 TRANSLATE_EPILOG = """examples:
   echo "Ein Mann fährt Fahrrad." | treelm translate runs/multi30k-rnn-attn
@@ -32,13 +33,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def add_translate(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("translate", help="translate sentences with a trained translation run",
-                       description="Read sentences (one a line, plain text) from --input or "
-                       "stdin and print one translation a line, in the input's order (an empty "
-                       "line gives an empty line; input without any text is an error); "
-                       "progress on stderr for a file.",
-                       epilog=TRANSLATE_EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_verb(sub, "translate", cmd_translate,
+        help="translate sentences with a trained translation run",
+        description="Read sentences (one a line, plain text) from --input or stdin and print "
+                    "one translation a line, in the input's order (an empty line gives an "
+                    "empty line; input without any text is an error); progress on stderr for a "
+                    "file.",
+        epilog=TRANSLATE_EPILOG)
     p.add_argument("run_dir")
     p.add_argument("--input", metavar="FILE", help="sentences, one a line (default: stdin)")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
@@ -50,5 +51,4 @@ def add_translate(sub: Any) -> argparse.ArgumentParser:
                    "layer); the translations go to stdout")
     add_unk_option(p, "source symbol (a character the piece model never saw, or a word)")
     add_run_options(p)
-    p.set_defaults(func=cmd_translate)
     return p
