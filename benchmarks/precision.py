@@ -1,7 +1,7 @@
 """Whole-training tokens/s in float32 and in bf16 mixed precision, and what ``auto`` picks.
 
     python benchmarks/precision.py [--configs configs/ptb-onlstm-cpu.yaml configs/ptb-lstm-cpu.yaml]
-        [--seconds 90] [--quality-units 3000000] [--out PATH]
+        [--seconds 90] [--quality-units 3000000 [--quality-jobs 2]] [--out PATH]
 
 Speed: for each config and precision the real training step (``Trainer.step``: the task's
 batches, forward and loss under the precision's autocast, backward, clipping, the optimiser) runs
@@ -10,9 +10,12 @@ runs in the process meanwhile (no validation). Run it alone on the machine.
 
 Quality (``--quality-units N``): ``treelm train`` of each config in each precision from the same
 seed, at a constant learning rate, for the same N training units (``train.max_units``), then the
-validation perplexity of each; bf16 should be within 1.5% of fp32. Where ``auto`` finds no
-native bfloat16 (the measurement in the record), the bf16 runs would take hours of emulated
-products: they are skipped with the estimate unless ``--force``.
+validation perplexity of each (other tasks: their best validation F1, accuracy or BLEU); bf16
+should be within 1.5% of fp32. ``--quality-jobs 2`` trains two at a time, one thread each (units,
+not seconds, bound them; the speed figures come from the timed part alone). ``--seconds 0``
+measures no speed and keeps the speed figures the day's record has.
+Where ``auto`` finds no native bfloat16 (the measurement in the record), the bf16 runs would take
+hours of emulated products: they are skipped with the estimate unless ``--force``.
 
 The record (``benchmarks/results/precision-DATE.json``) holds the machine (CPU model and vector
 extensions: ``avx512_bf16`` / ``amx_bf16`` are what native bfloat16 means on x86), ``auto``'s
@@ -22,6 +25,7 @@ measurement and choice, and per config the tokens/s of each precision and the ra
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -30,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
-from common import write_result  # noqa: E402
+from common import result_path, write_result  # noqa: E402
 
 from treelm.config import apply_overrides, load_config  # noqa: E402
 from treelm.kernels import precision  # noqa: E402
@@ -63,18 +67,51 @@ def tokens_per_s(config: str, prec: str, seconds: float, warmup: int, max_batche
             "seconds": round(dt, 2)}
 
 
-def quality(config: str, prec: str, units: int, runs: Path, overrides: list[str]) -> dict:
-    """Validation perplexity after ``units`` training units at a constant rate."""
+def quality_command(config: str, prec: str, units: int, runs: Path, overrides: list[str]
+                    ) -> tuple[Path, list[str]]:
+    """The run directory and the ``treelm train`` command of one quality run."""
     out = runs / f"{Path(config).stem}-{prec}"
-    cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", config, "--out", str(out),
-           "--force", f"train.precision={prec}", f"train.max_units={units}",
-           "train.lr_schedule=constant", "train.max_minutes=null",
-           "train.eval_every_minutes=null", "train.epochs=1000", *overrides]
-    subprocess.run(cmd, check=True)
+    return out, [sys.executable, "-m", "treelm.cli", "train", "--config", config, "--out",
+                 str(out), "--force", f"train.precision={prec}", f"train.max_units={units}",
+                 "train.lr_schedule=constant", "train.max_minutes=null",
+                 "train.eval_every_minutes=null", "train.epochs=1000", *overrides]
+
+
+def run_quality(jobs: list[tuple[str, str]], units: int, runs: Path, overrides: list[str],
+                parallel: int) -> dict[tuple[str, str], dict]:
+    """Train every (config, precision) of ``jobs``, ``parallel`` at a time with the threads
+    shared among them (the runs count units, not seconds, so sharing the machine changes their
+    wall time only), and read each one's validation figure."""
+    threads = max(1, torch.get_num_threads() // parallel)
+    extra = [f"train.threads={threads}"] if parallel > 1 else []
+    outs = {job: quality_command(*job, units, runs, [*overrides, *extra]) for job in jobs}
+    pending, running = list(jobs), []
+    while pending or running:
+        while pending and len(running) < parallel:
+            out, cmd = outs[pending.pop(0)]
+            print("+", " ".join(["treelm", *cmd[3:]]), file=sys.stderr, flush=True)
+            running.append((subprocess.Popen(cmd), out))
+        time.sleep(2)
+        for proc, out in [r for r in running if r[0].poll() is not None]:
+            running.remove((proc, out))
+            if proc.returncode != 0:
+                raise SystemExit(f"precision: quality run {out} failed (exit {proc.returncode})")
+    return {job: quality(out) for job, (out, _) in outs.items()}
+
+
+#: The figure each task is compared by, in order of preference, and whether higher is better.
+FIGURES = (("bpc", False), ("ppl", False), ("f1", True), ("accuracy", True), ("bleu", True))
+
+
+def quality(out: Path) -> dict:
+    """Validation figure, units and minutes of the finished run ``out``: a language model's
+    perplexity (or bits per character) at the end, another task's best F1 / accuracy / BLEU over
+    its validations (the checkpoint it keeps)."""
     valid = [m for m in read_metrics(out) if m["event"] == "valid"]
     done = next(m for m in reversed(read_metrics(out)) if m["event"] == "done")
-    key = "bpc" if "bpc" in valid[-1] else "ppl"
-    return {"units": done["tokens"], f"valid_{key}": valid[-1][key],
+    key, higher = next((k, h) for k, h in FIGURES if k in valid[-1])
+    value = max(m[key] for m in valid) if higher else valid[-1][key]
+    return {"units": done["tokens"], f"valid_{key}": value,
             "elapsed_min": round(done["elapsed"] / 60, 2), "run": str(out)}
 
 
@@ -88,6 +125,8 @@ def main() -> None:
     ap.add_argument("--max-batches", type=int, default=10_000)
     ap.add_argument("--quality-units", type=int, default=0,
                     help="also train each precision for this many units and compare perplexity")
+    ap.add_argument("--quality-jobs", type=int, default=1,
+                    help="quality runs at a time, the threads shared among them")
     ap.add_argument("--runs", type=Path, default=Path("runs/precision"))
     ap.add_argument("--force", action="store_true",
                     help="run the bf16 quality runs even without native bfloat16")
@@ -97,9 +136,14 @@ def main() -> None:
 
     auto = precision.measure("cpu")
     print(f"auto: {auto.precision} ({auto.reason})", file=sys.stderr, flush=True)
+    path = args.out or result_path("precision")
+    old = json.loads(path.read_text())["configs"] if path.exists() else {}
     entries: dict[str, dict] = {}
     for config in args.configs:
-        entry: dict = {"speed": {}}
+        entry: dict = entries.setdefault(config, {"speed": {}})
+        if not args.seconds:            # quality only: keep the day's speed figures
+            entry.update({k: v for k, v in old.get(config, {}).items() if k != "quality"})
+            continue
         for prec in args.precisions:
             r = tokens_per_s(config, prec, args.seconds, args.warmup, args.max_batches,
                              args.overrides)
@@ -110,24 +154,28 @@ def main() -> None:
         if "fp32" in sp and "bf16" in sp:
             entry["bf16_over_fp32"] = round(sp["bf16"]["tokens_per_s"] /
                                             sp["fp32"]["tokens_per_s"], 3)
-        if args.quality_units:
-            entry["quality"] = {}
+    if args.quality_units:
+        jobs = []
+        for config in args.configs:
+            q = entries[config]["quality"] = {}
             for prec in args.precisions:
                 if prec == "bf16" and auto.precision != "bf16" and not args.force:
-                    rate = sp.get("bf16", {}).get("tokens_per_s")
+                    rate = entries[config]["speed"].get("bf16", {}).get("tokens_per_s")
                     hours = args.quality_units / rate / 3600 if rate else None
-                    entry["quality"][prec] = {
-                        "skipped": "no native bfloat16 on this machine (auto: fp32)" +
-                        (f"; {args.quality_units:,} units at {rate:,.0f} tokens/s would take "
-                         f"{hours:.1f} h" if hours else "")}
-                    continue
-                entry["quality"][prec] = quality(config, prec, args.quality_units, args.runs,
-                                                 args.overrides)
+                    q[prec] = {"skipped": "no native bfloat16 on this machine (auto: fp32)" +
+                               (f"; {args.quality_units:,} units at {rate:,.0f} tokens/s would "
+                                f"take {hours:.1f} h" if hours else "")}
+                else:
+                    jobs.append((config, prec))
+        done = run_quality(jobs, args.quality_units, args.runs, args.overrides,
+                           args.quality_jobs)
+        for (config, prec), r in done.items():
+            entries[config]["quality"][prec] = r
+        for entry in entries.values():
             q = entry["quality"]
             key = next((k for k in q.get("fp32", {}) if k.startswith("valid_")), None)
             if key and key in q.get("bf16", {}):
                 entry["quality_bf16_vs_fp32"] = round(q["bf16"][key] / q["fp32"][key] - 1, 4)
-        entries[config] = entry
     write_result("precision", {"auto": auto.as_dict(), "threads": torch.get_num_threads(),
                                "seconds": args.seconds, "configs": entries},
                  merge_key="configs", path=args.out)

@@ -7,6 +7,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(int(os.environ.get("TREELM_TEST_THREADS", "2")))
+# `train.precision: auto` is fp32 in the suite (and its subprocesses) on every machine: on one
+# with native bfloat16 it would be bf16, and comparisons of two code paths would differ in rounding
+os.environ.setdefault("TREELM_AUTO_PRECISION", "fp32")
 
 
 @pytest.fixture

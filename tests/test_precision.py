@@ -82,13 +82,24 @@ def test_auto_on_old_gpus_is_fp32(monkeypatch):
     assert precision.measure("cuda", timer=lambda dt, dev, shape: 1.0).precision == "fp32"
 
 
-def test_auto_is_measured_once_per_process():
+def test_auto_is_measured_once_per_process(monkeypatch):
+    monkeypatch.delenv(precision.ENV_VAR, raising=False)
     precision.forget()
     first = precision.resolve("auto", "cpu")
     assert precision.resolve("auto", "cpu") is first
     assert precision.resolve("bf16", "cpu").precision == "bf16"
     with pytest.raises(ValueError, match="unknown precision"):
         precision.resolve("fp16", "cpu")
+
+
+def test_auto_can_be_pinned_by_the_environment(monkeypatch):
+    for pinned in ("fp32", "bf16"):
+        monkeypatch.setenv(precision.ENV_VAR, pinned)
+        choice = precision.resolve("auto", "cpu")
+        assert choice.precision == pinned and precision.ENV_VAR in choice.reason
+    monkeypatch.setenv(precision.ENV_VAR, "fp16")
+    with pytest.raises(ValueError, match=precision.ENV_VAR):
+        precision.resolve("auto", "cpu")
 
 
 # ------------------------------------------------------------------- cells and models

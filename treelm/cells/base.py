@@ -122,9 +122,13 @@ class Cell(nn.Module):
         auxs: dict[str, list[Tensor]] = {}
         # products a step makes through gemm.linear run on the GEMM backend measured fastest for
         # T of them, each weight prepared once (F.linear's numbers and gradients either way)
+        # unbind, not x[t]: the backward of T selects would add T zero-filled (T, B, ·) tensors
+        # (quadratic in T); unbind's backward stacks the T step gradients once
+        xs = x.unbind(0)
+        xps = [None] * len(xs) if xp is None else xp.unbind(0)
         with gemm.loop(x.size(1), x.size(0)):
-            for t in range(x.size(0)):
-                out, state, aux = self.step(x[t], None if xp is None else xp[t], state, w)
+            for x_t, xp_t in zip(xs, xps):
+                out, state, aux = self.step(x_t, xp_t, state, w)
                 outs.append(out)
                 for k, v in aux.items():
                     auxs.setdefault(k, []).append(v)

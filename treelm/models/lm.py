@@ -12,6 +12,8 @@ identity embedding) as in Sutskever et al.'s character models; then ``sizes[0]``
 What other packages use (no one reaches into the attributes):
 
 * ``forward(tokens, states)`` -> :class:`LMOutput` (training: logits plus what AR/TAR need);
+  ``forward(tokens, states, targets)`` computes the mean cross-entropy against ``targets`` with
+  the output layer instead of the logits (:mod:`treelm.nn.linear_ce`: no (T, B, V) tensor);
 * ``features(tokens, states)`` -> :class:`~treelm.nn.stack.StackOutput`: embedding and recurrent
   stack only, per-layer outputs and cell ``aux`` (ON-LSTM levels ``df``/``di``), no output layer;
 * ``logits(h)`` -> the output layer ``W_o h + b_o`` applied to last-layer features;
@@ -32,6 +34,7 @@ from torch import Tensor, nn
 
 from treelm.cells import State
 from treelm.nn.dropout import embedding_dropout, locked_dropout
+from treelm.nn.linear_ce import linear_cross_entropy
 from treelm.nn.stack import RNNStack, StackOutput
 
 LEGACY_NAMES = {"decoder.": "head."}    # checkpoint key prefixes renamed since
@@ -39,11 +42,12 @@ LEGACY_NAMES = {"decoder.": "head."}    # checkpoint key prefixes renamed since
 
 @dataclass
 class LMOutput:
-    logits: Tensor                  # (T, B, V)
+    logits: Tensor | None           # (T, B, V); None when forward was given targets
     states: list[State]             # per layer, to carry into the next batch
     raw: list[Tensor]               # per layer output before dropout, (T, B, ·): TAR
     dropped: Tensor                 # last layer output after output dropout, (T, B, ·): AR
     aux: list[dict[str, Tensor]]    # per layer diagnostics, e.g. ON-LSTM levels "df", "di"
+    nll: Tensor | None = None       # mean cross-entropy against the targets, when given
 
 
 class RNNLM(nn.Module):
@@ -106,10 +110,15 @@ class RNNLM(nn.Module):
     def logits(self, h: Tensor) -> Tensor:
         return self.head(h)
 
-    def forward(self, tokens: Tensor, states: list[State] | None = None) -> LMOutput:
+    def forward(self, tokens: Tensor, states: list[State] | None = None,
+                targets: Tensor | None = None) -> LMOutput:
         out = self.features(tokens, states)
         dropped = locked_dropout(out.out, self.dropout, self.training)
-        return LMOutput(self.head(dropped), out.states, out.raw, dropped, out.aux)
+        if targets is None:
+            return LMOutput(self.head(dropped), out.states, out.raw, dropped, out.aux)
+        nll = linear_cross_entropy(dropped.reshape(-1, dropped.size(-1)), self.head.weight,
+                                   self.head.bias, targets.reshape(-1))
+        return LMOutput(None, out.states, out.raw, dropped, out.aux, nll)
 
     def layer_cells(self) -> list[nn.Module]:
         return list(self.rnn.layers)

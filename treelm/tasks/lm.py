@@ -204,8 +204,9 @@ class LMTask(Task):
 
     def loss(self, model: nn.Module, batch: Batch) -> LossOut:
         x, y = batch.data
-        out = model(x, self.states)
-        ce = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)).float(), y.reshape(-1))
+        out = model(x, self.states, targets=y)     # the loss without the (T, B, V) logits
+        ce = out.nll
+        assert ce is not None
         loss = ce
         if self.options.alpha:
             loss = loss + self.options.alpha * out.dropped.pow(2).mean()

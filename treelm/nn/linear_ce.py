@@ -1,0 +1,88 @@
+"""The output layer and its cross-entropy in one pass, a block of rows at a time.
+
+    z_n = W h_n + b                       (V,) logits of row n, W (V, D), b (V,)
+    ℓ   = 1/N Σ_n [ logsumexp(z_n) − z_n[y_n] ]
+    G   = ∂(N ℓ)/∂z = softmax(z) − onehot(y)     (N, V): the only thing the backward needs of z
+    ∂ℓ/∂h = G W / N,   ∂ℓ/∂W = Gᵀ h / N,   ∂ℓ/∂b = Σ_n G_n / N
+
+Why: ``F.cross_entropy(head(h))`` writes the (N, V) logits, then their float32 copy, the log-
+softmax, and in the backward a zero-filled (N, V) gradient, the log-softmax gradient and its cast:
+six passes over N·V floats (90 MB each for a PTB batch of 64 × 35 rows and 10,000 words), which
+cost as much as the output layer's three products once those run in bfloat16. Here the forward
+computes G block by block (each block's logits stay in cache), stores it once in the products'
+dtype, and the backward is the two products above.
+
+Precision: under bfloat16 autocast the products take bfloat16 operands (as ``nn.Linear`` would);
+the logits are brought to float32 before the bias, the log-softmax and the loss, which are float32;
+G is stored in bfloat16, as autocast's own backward of the logits would be. In float32 the numbers
+are ``F.cross_entropy(F.linear(h, W, b), y)``'s (``tests/test_linear_ce.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+BLOCK = 256          # rows of logits at a time: 256 × 10,000 float32 = 10 MB, in L2/L3 cache
+
+
+def _operand_dtype(h: Tensor) -> torch.dtype:
+    """bfloat16 under bfloat16 autocast on ``h``'s device, else ``h``'s dtype."""
+    kind = h.device.type
+    if torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) == torch.bfloat16:
+        return torch.bfloat16
+    return h.dtype
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
+                dtype: torch.dtype, block: int) -> Tensor:
+        hc, wc = h.to(dtype), weight.to(dtype)
+        acc = torch.float64 if dtype == torch.float64 else torch.float32   # logits and loss
+        n, v = h.size(0), weight.size(0)
+        grad_z = torch.empty(n, v, dtype=dtype, device=h.device)
+        grad_b = torch.zeros(v, dtype=acc, device=h.device) if bias is not None else None
+        total = torch.zeros((), dtype=torch.float64, device=h.device)
+        for lo in range(0, n, block):
+            hi = min(lo + block, n)
+            z = torch.mm(hc[lo:hi], wc.t()).to(acc)
+            if bias is not None:
+                z += bias.to(acc)
+            logp = torch.log_softmax(z, dim=1)
+            t = target[lo:hi].unsqueeze(1)
+            total -= logp.gather(1, t).sum(dtype=torch.float64)
+            p = logp.exp_()                               # softmax, in place
+            p.scatter_add_(1, t, p.new_full(t.shape, -1.0))   # − onehot(y)
+            if grad_b is not None:
+                grad_b += p.sum(0)
+            grad_z[lo:hi] = p
+        ctx.save_for_backward(hc, wc, grad_z, grad_b)
+        ctx.n, ctx.dtypes = n, (h.dtype, weight.dtype)
+        return (total / n).to(torch.float64 if h.dtype == torch.float64 else torch.float32)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):  # type: ignore[override]
+        hc, wc, grad_z, grad_b = ctx.saved_tensors
+        scale = grad_out / ctx.n
+        h_dtype, w_dtype = ctx.dtypes
+        grad_h = grad_w = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_h = (torch.mm(grad_z, wc).to(scale.dtype) * scale).to(h_dtype)
+        if ctx.needs_input_grad[1]:
+            grad_w = (torch.mm(grad_z.t(), hc).to(scale.dtype) * scale).to(w_dtype)
+        if grad_b is not None and ctx.needs_input_grad[2]:
+            grad_bias = (grad_b * scale).to(grad_b.dtype)
+        return grad_h, grad_w, grad_bias, None, None, None
+
+
+def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
+                         block: int = BLOCK) -> Tensor:
+    """Mean cross-entropy of ``F.linear(h, weight, bias)`` (rows of ``h``: (N, D)) against
+    ``target`` (N,), without keeping the (N, V) logits; see the module docstring."""
+    if h.dim() != 2 or target.shape != h.shape[:1]:
+        raise ValueError(f"linear_cross_entropy: h (N, D) and target (N,), got "
+                         f"{tuple(h.shape)} and {tuple(target.shape)}")
+    dtype = _operand_dtype(h)
+    with torch.autocast(h.device.type, enabled=False):
+        return _LinearCrossEntropy.apply(h, weight, bias, target, dtype, block)
