@@ -163,7 +163,7 @@ def finished(run: Path) -> bool:
 
 def train(args: argparse.Namespace, run: Path, gate: str, seed: int) -> None:
     cmd = train_command(args, run, gate, seed)
-    print("+", shlex.join(["treelm", *cmd[4:]]), file=sys.stderr, flush=True)
+    print("+", shlex.join(["treelm", *cmd[3:]]), file=sys.stderr, flush=True)
     code = run_command(cmd)
     if code == 130:
         raise StudyError(f"{run}: training interrupted; rerun the same command to continue")

@@ -92,6 +92,24 @@ def test_auto_is_measured_once_per_process(monkeypatch):
         precision.resolve("fp16", "cpu")
 
 
+def test_cpu_products_are_timed_by_this_threads_cpu_time(monkeypatch):
+    """On the CPU ``auto`` times by the calling thread's CPU time, on one thread, so that time
+    spent waiting for a core (other jobs on the machine) does not count; the thread count is
+    restored after."""
+    calls = []
+
+    def fake_thread_time() -> float:          # 1 ms of CPU per call, whatever the wall clock
+        calls.append(torch.get_num_threads())
+        return len(calls) * 1e-3
+
+    monkeypatch.setattr(precision.time, "thread_time", fake_thread_time)
+    before = torch.get_num_threads()
+    ms = precision._time_product(torch.float32, torch.device("cpu"), (8, 8, 8), repeats=3)
+    assert ms == pytest.approx(1.0)
+    assert calls and set(calls) == {1}
+    assert torch.get_num_threads() == before
+
+
 def test_auto_can_be_pinned_by_the_environment(monkeypatch):
     for pinned in ("fp32", "bf16"):
         monkeypatch.setenv(precision.ENV_VAR, pinned)
