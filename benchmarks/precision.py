@@ -19,7 +19,9 @@ hours of emulated products: they are skipped with the estimate unless ``--force`
 
 The record (``benchmarks/results/precision-DATE.json``) holds the machine (CPU model and vector
 extensions: ``avx512_bf16`` / ``amx_bf16`` are what native bfloat16 means on x86), ``auto``'s
-measurement and choice, and per config the tokens/s of each precision and the ratio.
+measurement and choice, the speed-up of bfloat16 on the step's products alone (``products``: the
+ceiling for whole training, whose elementwise work stays float32), and per config the tokens/s
+of each precision and the ratio.
 """
 
 from __future__ import annotations
@@ -65,6 +67,33 @@ def tokens_per_s(config: str, prec: str, seconds: float, warmup: int, max_batche
         dt = time.perf_counter() - t0
     return {"tokens_per_s": round(units / dt, 1), "batches": n, "tokens": units,
             "seconds": round(dt, 2)}
+
+
+#: The products of a PTB CPU config's training step (rows M = 64 × 35 tokens): the output
+#: layer's forward, input gradient and weight gradient, a layer's input projection and one step.
+PRODUCTS = {"output layer": (2240, 400, 10000), "output input-gradient": (2240, 10000, 400),
+            "output weight-gradient": (10000, 2240, 400), "layer input projection":
+            (2240, 400, 1680), "one recurrent step": (64, 400, 1680)}
+
+
+def products(repeats: int = 10) -> dict[str, dict]:
+    """Each of :data:`PRODUCTS` in float32 and bfloat16 (``torch.mm`` on this process's threads,
+    the fastest of ``repeats``): how much faster bfloat16 makes the products themselves, the
+    ceiling of what it can do for a whole training step."""
+    out = {}
+    for name, (m, k, n) in PRODUCTS.items():
+        ms = {}
+        for dtype in (torch.float32, torch.bfloat16):
+            a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+            times = []
+            for _ in range(repeats + 1):
+                t0 = time.perf_counter()
+                torch.mm(a, b)
+                times.append(time.perf_counter() - t0)
+            ms[str(dtype).removeprefix("torch.")] = round(1e3 * min(times[1:]), 3)
+        out[name] = {"shape": [m, k, n], "ms": ms,
+                     "bf16_over_fp32": round(ms["float32"] / ms["bfloat16"], 2)}
+    return out
 
 
 def quality_command(config: str, prec: str, units: int, runs: Path, overrides: list[str]
@@ -137,12 +166,17 @@ def main() -> None:
     auto = precision.measure("cpu")
     print(f"auto: {auto.precision} ({auto.reason})", file=sys.stderr, flush=True)
     path = args.out or result_path("precision")
-    old = json.loads(path.read_text())["configs"] if path.exists() else {}
-    entries: dict[str, dict] = {}
+    day = json.loads(path.read_text()) if path.exists() else {}
+    # a config's entry keeps what the day's record has and this run does not measure
+    entries = {c: {"speed": {}, **day.get("configs", {}).get(c, {})} for c in args.configs}
+    top = {"auto": auto.as_dict(), "threads": torch.get_num_threads(), "seconds": args.seconds}
+    if args.seconds:
+        top["products"] = products()
+    else:                               # quality only: the day's speed measurement stands
+        top.update({k: day[k] for k in ("auto", "threads", "seconds", "products") if k in day})
     for config in args.configs:
-        entry: dict = entries.setdefault(config, {"speed": {}})
-        if not args.seconds:            # quality only: keep the day's speed figures
-            entry.update({k: v for k, v in old.get(config, {}).items() if k != "quality"})
+        entry = entries[config]
+        if not args.seconds:
             continue
         for prec in args.precisions:
             r = tokens_per_s(config, prec, args.seconds, args.warmup, args.max_batches,
@@ -176,9 +210,7 @@ def main() -> None:
             key = next((k for k in q.get("fp32", {}) if k.startswith("valid_")), None)
             if key and key in q.get("bf16", {}):
                 entry["quality_bf16_vs_fp32"] = round(q["bf16"][key] / q["fp32"][key] - 1, 4)
-    write_result("precision", {"auto": auto.as_dict(), "threads": torch.get_num_threads(),
-                               "seconds": args.seconds, "configs": entries},
-                 merge_key="configs", path=args.out)
+    write_result("precision", {**top, "configs": entries}, merge_key="configs", path=args.out)
 
 
 if __name__ == "__main__":

@@ -139,8 +139,9 @@ def precision_section(path: Path, rec: dict) -> list[str]:
            f"Record `{_where(path)}`, command `{rec['command']}`; {machine_line(rec)}; vector "
            f"extensions {simd}. `train.precision: auto` chose **{auto.get('precision', '?')}**: "
            f"{auto.get('reason', '?')}.", "",
-           "| config | fp32 tokens/s | bf16 tokens/s | bf16 / fp32 | valid, fp32 | valid, bf16 |",
-           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+           "| config | fp32 tokens/s | bf16 tokens/s | bf16 / fp32 | valid, fp32 | valid, bf16 | "
+           "bf16 vs fp32 | units |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for config, e in rec.get("configs", {}).items():
         sp, q = e.get("speed", {}), e.get("quality", {})
 
@@ -153,11 +154,24 @@ def precision_section(path: Path, rec: dict) -> list[str]:
             return v or ("skipped" if "skipped" in q.get(p, {}) else "—")
 
         ratio = f"{e['bf16_over_fp32']:.2f}×" if "bf16_over_fp32" in e else "—"
+        diff = (f"{100 * e['quality_bf16_vs_fp32']:+.2f}%" if "quality_bf16_vs_fp32" in e
+                else "—")
+        units = next((f"{x['units']:,}" for x in q.values() if "units" in x), "—")
         out.append(f"| `{config}` | {rate('fp32')} | {rate('bf16')} | {ratio} | "
-                   f"{valid('fp32')} | {valid('bf16')} |")
+                   f"{valid('fp32')} | {valid('bf16')} | {diff} | {units} |")
     skipped = {q["skipped"] for e in rec.get("configs", {}).values()
                for q in e.get("quality", {}).values() if "skipped" in q}
-    return out + [""] + [f"Quality runs not made: {s}." for s in sorted(skipped)] + [""]
+    out += [""] + [f"Quality runs not made: {s}." for s in sorted(skipped)]
+    if rec.get("products"):
+        out += ["", "The products alone (`torch.mm`, ms, fastest of 10), the ceiling for a whole "
+                "step: " + "; ".join(f"{name} {'×'.join(map(str, x['shape']))}: "
+                                     f"{x['ms']['float32']:g} → {x['ms']['bfloat16']:g} "
+                                     f"(**{x['bf16_over_fp32']:.2f}×**)"
+                                     for name, x in rec["products"].items()) + "."]
+    if len(rec.get("commands", [])) > 1:
+        out += ["", "Commands merged into this record: " +
+                "; ".join(f"`{c}`" for c in rec["commands"]) + "."]
+    return out + [""]
 
 
 def main(results: Path = RESULTS, doc: Path = DOC) -> None:
