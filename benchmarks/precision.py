@@ -172,8 +172,6 @@ def main() -> None:
     top = {"auto": auto.as_dict(), "threads": torch.get_num_threads(), "seconds": args.seconds}
     if args.seconds:
         top["products"] = products()
-    else:                               # quality only: the day's speed measurement stands
-        top.update({k: day[k] for k in ("auto", "threads", "seconds", "products") if k in day})
     for config in args.configs:
         entry = entries[config]
         if not args.seconds:
@@ -210,6 +208,9 @@ def main() -> None:
             key = next((k for k in q.get("fp32", {}) if k.startswith("valid_")), None)
             if key and key in q.get("bf16", {}):
                 entry["quality_bf16_vs_fp32"] = round(q["bf16"][key] / q["fp32"][key] - 1, 4)
+    if not args.seconds and path.exists():  # quality only: the day's speed measurement stands
+        day = json.loads(path.read_text())      # (as it is now: quality runs take long)
+        top.update({k: day[k] for k in ("auto", "threads", "seconds", "products") if k in day})
     write_result("precision", {**top, "configs": entries}, merge_key="configs", path=args.out)
 
 
