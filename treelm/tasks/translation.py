@@ -118,23 +118,21 @@ def pad_rows(rows: Sequence[Sequence[int]], pad: int) -> Tensor:
 class TranslationTask(ExampleTask):
     name = "translation"
     Options = TranslationOptions
-    PATH_KEYS = ParallelData.PATH_KEYS
+    DATA = ParallelData
     EVAL_OPTIONS = ("beam", "length_penalty")
     #: keys of ``train:`` renamed since, read under their new name in a run saved before
     RENAMED_OPTIONS = {"alpha": "length_penalty"}
     DATA_FORMAT = "a file stem STEM: STEM.<src> and STEM.<tgt>, aligned lines, plain or .gz"
     options: TranslationOptions
-
-    @classmethod
-    def check_data(cls, data: dict[str, Any] | None) -> None:
-        ParallelData.parse(data)
+    spec: ParallelData
+    _splits: dict[str, Pairs]
+    _encoded: dict[str, list[Pair]]
 
     def __init__(self, cfg: dict[str, Any], options: TranslationOptions,
                  tokenizers: tuple[Tokenizer, Tokenizer], vocabs: tuple[Vocab, Vocab],
                  device: torch.device, train: Pairs | None = None, rank: int = 0,
                  world: int = 1) -> None:
-        super().__init__(cfg, options)
-        self.spec = ParallelData.parse(cfg.get("data"))
+        super().__init__(cfg, options, device, rank, world, train)
         self.src_tok, self.tgt_tok = tokenizers
         self.src_vocab, self.tgt_vocab = vocabs
         # a piece model emits only pieces of the run's vocabulary (text.spm), for runs saved
@@ -142,12 +140,7 @@ class TranslationTask(ExampleTask):
         self.src_tok.restrict(self.src_vocab.itos)
         if self.tgt_tok is not self.src_tok:
             self.tgt_tok.restrict(self.tgt_vocab.itos)
-        self.device, self.seed, self.rank, self.world = device, int(cfg.get("seed", 0)), rank, world
-        self._splits: dict[str, Pairs] = {}
-        self._encoded: dict[str, list[Pair]] = {}
         self.dropped = 0                    # training pairs longer than data.max_len
-        if train is not None:
-            self._splits["train"] = train
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -175,11 +168,8 @@ class TranslationTask(ExampleTask):
         else:
             src_vocab = Vocab.build(src_syms, SPECIALS, extra=src_tok.alphabet())
             tgt_vocab = Vocab.build(tgt_syms, SPECIALS, extra=tgt_tok.alphabet())
-        task = cls(cfg, options, (src_tok, tgt_tok), (src_vocab, tgt_vocab), device, train,
-                   rank, world)
-        for split in ("valid", "test"):      # bad data fails now, not after an epoch
-            task.split(split)
-        return task
+        return cls(cfg, options, (src_tok, tgt_tok), (src_vocab, tgt_vocab), device, train,
+                   rank, world).read_all()
 
     @classmethod
     def open(cls, cfg: dict[str, Any], options: TranslationOptions, files: RunFiles,
@@ -191,10 +181,7 @@ class TranslationTask(ExampleTask):
         else:
             toks = (files.read_tokenizer("src"), files.read_tokenizer("tgt"))
             vocabs = (files.read_vocab("src"), files.read_vocab("tgt"))
-        task = cls(cfg, options, toks, vocabs, device, None, rank, world)
-        if with_data:
-            task.split("train")
-        return task
+        return cls(cfg, options, toks, vocabs, device, None, rank, world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
         if self.spec.joint:
@@ -222,11 +209,9 @@ class TranslationTask(ExampleTask):
         return (f"{len(pairs):,} training pairs{dropped} ({sum(len(t) for _, t in pairs):,} "
                 f"target symbols), {self.spec.tokenizer_kind} {sides}")
 
-    def split(self, name: str) -> Pairs:
-        """The pairs of a split (text), read or generated once."""
-        if name not in self._splits:
-            self._splits[name] = load_pairs(self.spec, name)
-        return self._splits[name]
+    def read_split(self, name: str) -> Pairs:
+        """The pairs of a split (text), read or generated."""
+        return load_pairs(self.spec, name)
 
     # -------------------------------------------------------------- symbols
     def encode_source(self, text: str) -> list[int]:
@@ -412,11 +397,8 @@ class TranslationTask(ExampleTask):
         """The pairs of ``path``.<src> / ``path``.<tgt> (plain or ``.gz``, checked as a split's
         files are) translated and scored as :meth:`evaluate` scores a split: the same search
         and scores; ``unk_tokens`` counts the source symbols read as ``<unk>``."""
-        key = f"file:{path}"
         pairs = read_stem(path, self.spec)
-        self._splits[key] = pairs
-        self._encoded.pop(key, None)
-        ev = self.evaluate(model, key, batch_size, beam, length_penalty)
+        ev = self.evaluate(model, self.file_split(path, pairs), batch_size, beam, length_penalty)
         ev.details["unk_tokens"] = sum(len(self.unknown_source(s)) for s in pairs.src)
         return ev
 
