@@ -57,6 +57,7 @@ class LMData:
     RULES: ClassVar[dict[str, Any]] = {
         "source": ("ptb", "ptb-char", "files"), "tokenizer": TOKENIZERS,
         "level": ("word", "char"), "vocab_size": ">= 1", "min_count": ">= 1", "split": "> 0"}
+    PATH_KEYS: ClassVar[tuple[str, ...]] = PATH_KEYS
 
     @classmethod
     def parse(cls, d: dict[str, Any] | None) -> LMData:

@@ -63,6 +63,7 @@ from typing import Any, ClassVar
 
 from treelm.config import parse_section
 from treelm.data.corpus import CorpusError, tsv_rows
+from treelm.data.sources import SOURCES, SPLITS, check_source, held_out
 from treelm.errors import ConfigError, TreelmError
 
 OPERATORS = ("[MAX", "[MIN", "[MED", "[SM")
@@ -70,7 +71,6 @@ END = "]"
 DIGITS = tuple(str(d) for d in range(10))
 TOKENS = (*OPERATORS, END, *DIGITS)                 # every symbol an expression may hold
 BRACKETS = ("(", ")")                               # the original files' tree brackets
-SPLITS = ("train", "valid", "test")
 SHARE = {"test": (0,), "valid": (1,), "train": tuple(range(2, 10))}   # hash mod 10
 MAX_MISSES = 20_000          # draws in a row that add nothing: the split's expressions ran out
 
@@ -210,7 +210,7 @@ class ListOpsData:
     test: str | None = None
 
     RULES: ClassVar[dict[str, Any]] = {
-        "source": ("generate", "files"), "train_size": ">= 1", "valid_size": ">= 1",
+        "source": SOURCES, "train_size": ">= 1", "valid_size": ">= 1",
         "test_size": ">= 1", "max_depth": ">= 1", "test_depth": ">= 1", "max_args": ">= 1",
         "max_length": ">= 1", "p_op": "[0, 1)", "valid_every": ">= 1"}
     PATH_KEYS: ClassVar[tuple[str, ...]] = SPLITS
@@ -218,13 +218,7 @@ class ListOpsData:
     @classmethod
     def parse(cls, d: dict[str, Any] | None) -> ListOpsData:
         spec = parse_section(cls, d, "data")
-        given = [k for k in SPLITS if getattr(spec, k) is not None]
-        if spec.source == "generate" and given:
-            named = ", ".join("data." + k for k in given)
-            raise ConfigError(f"data.source = 'generate' and {named} contradict each other "
-                              "(data.source=files reads files)")
-        if spec.source == "files" and (spec.train is None or spec.test is None):
-            raise ConfigError("data.source = 'files' needs data.train and data.test")
+        check_source(spec)
         if spec.test_depth is not None and spec.test_depth < spec.max_depth:
             raise ConfigError(f"data.test_depth = {spec.test_depth} is below data.max_depth = "
                               f"{spec.max_depth}")
@@ -304,9 +298,7 @@ def load_split(spec: ListOpsData, split: str) -> list[Example]:
         return generate_split(spec, split)
     if split == "test" or spec.valid is not None:
         return read_examples(getattr(spec, split))
-    xs = read_examples(spec.train)                                   # type: ignore[arg-type]
-    held = split == "valid"
-    return [x for i, x in enumerate(xs) if (i % spec.valid_every == spec.valid_every - 1) == held]
+    return held_out(read_examples(spec.train), spec.valid_every, split)  # type: ignore[arg-type]
 
 
 def data_files(spec: ListOpsData) -> list[str]:

@@ -70,6 +70,7 @@ from typing import Any, ClassVar
 
 from treelm.config import parse_section
 from treelm.data.corpus import CorpusError, tsv_rows
+from treelm.data.sources import SOURCES, SPLITS, check_source, held_out
 from treelm.errors import ConfigError, TreelmError
 
 VARIABLES = ("a", "b", "c", "d", "e", "f")
@@ -80,9 +81,7 @@ TOKENS = (OPEN, CLOSE, *VARIABLES, *BINARY, NOT)          # every symbol a formu
 RELATIONS = ("=", "<", ">", "^", "|", "v", "#")
 RELATION_NAMES = {"=": "equivalence", "<": "forward entailment", ">": "reverse entailment",
                   "^": "negation", "|": "alternation", "v": "cover", "#": "independence"}
-SPLITS = ("train", "valid", "test")
 DEAL = ("test", "valid", "train")        # the order each length's pairs are dealt out in
-SOURCES = ("generate", "files")
 
 N_WORLDS = 2 ** len(VARIABLES)                 # 64 truth assignments
 OMEGA = (1 << N_WORLDS) - 1                    # the mask of all of them
@@ -322,16 +321,7 @@ class LogicData:
     @classmethod
     def parse(cls, d: dict[str, Any] | None) -> LogicData:
         spec = parse_section(cls, d, "data")
-        given = [k for k in SPLITS if getattr(spec, k) is not None]
-        if spec.source == "generate" and given:
-            named = ", ".join("data." + k for k in given)
-            raise ConfigError(f"data.source = 'generate' and {named} contradict each other "
-                              "(data.source=files reads files)")
-        if spec.source == "files":
-            missing = [k for k in ("train", "test") if getattr(spec, k) is None]
-            if missing:
-                raise ConfigError("data.source = 'files' needs data.train and data.test; "
-                                  f"missing: {', '.join('data.' + k for k in missing)}")
+        check_source(spec)
         if spec.max_test_ops < spec.max_train_ops:
             raise ConfigError(f"data.max_test_ops = {spec.max_test_ops} is below data."
                               f"max_train_ops = {spec.max_train_ops}")
@@ -427,8 +417,7 @@ def load_split(spec: LogicData, split: str) -> list[Pair]:
     if spec.valid is not None:
         return read_split(getattr(spec, split), split, spec.max_train_ops)
     pairs = read_split(spec.train, "train", spec.max_train_ops)        # type: ignore[arg-type]
-    held = [i % spec.valid_every == spec.valid_every - 1 for i in range(len(pairs))]
-    return [x for x, h in zip(pairs, held, strict=True) if h == (split == "valid")]
+    return held_out(pairs, spec.valid_every, split)
 
 
 def data_files(spec: LogicData) -> list[str]:

@@ -82,16 +82,28 @@ class Task:
 
     name: ClassVar[str]
     Options: ClassVar[type[TaskOptions]] = TaskOptions
-    PATH_KEYS: ClassVar[tuple[str, ...]] = ()   # keys of ``data:`` that name files
+    PATH_KEYS: ClassVar[tuple[str, ...]] = ()   # keys of ``data:`` that name files (default:
+                                                # the ``DATA`` section's ``PATH_KEYS``)
     EVAL_OPTIONS: ClassVar[tuple[str, ...]] = ()   # keywords of ``evaluate`` beyond the batch
     RENAMED_OPTIONS: ClassVar[dict[str, str]] = {}  # old -> new train: keys (saved runs)
                                                    # size (translation: beam, alpha)
     DATA_FORMAT: ClassVar[str] = ""             # what ``evaluate_file`` reads, for messages
+    DATA: ClassVar[Any] = None                  # the ``data:`` section's dataclass, whose
+                                                # ``parse(section)`` checks and reads it
 
     @classmethod
     def check_data(cls, data: dict[str, Any] | None) -> None:
         """Check the ``data:`` section (types, ranges, contradictions) before anything is read
-        or made; a one-line ConfigError otherwise."""
+        or made; a one-line ConfigError otherwise. ``DATA.parse`` does it, where a task has
+        one."""
+        if cls.DATA is not None:
+            cls.DATA.parse(data)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # the data section knows which of its keys name files; a task need not say it again
+        if "PATH_KEYS" not in cls.__dict__ and cls.DATA is not None:
+            cls.PATH_KEYS = cls.DATA.PATH_KEYS
 
     def __init__(self, cfg: dict[str, Any], options: TaskOptions) -> None:
         self.cfg = cfg

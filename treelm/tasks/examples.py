@@ -37,17 +37,18 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import accumulate
-from typing import Any
+from typing import Any, Self
 
 import torch
 from torch import Tensor, nn
 
 from treelm.data.batching import cut_batches
-from treelm.tasks.base import Batch, Task
+from treelm.tasks.base import Batch, Task, TaskOptions
 
 __all__ = ["EpochIterator", "ExampleTask", "cut_batches", "eval_mode", "pad_ids"]
 
 SEED_STRIDE = 1_000_003      # epoch e of seed s draws from Random(s · SEED_STRIDE + e)
+SPLITS = ("train", "valid", "test")
 
 
 def pad_ids(rows: Sequence[Sequence[int]], pad: int, batch_first: bool = False
@@ -145,9 +146,56 @@ class ExampleTask(Task):
     """A task whose training batches come from one :class:`EpochIterator`: it says how its
     epoch is planned (``make_epochs``, called once, when the training data is first needed) and
     how a batch of example indices becomes tensors (``collate``); batching, progress and the
-    checkpoint state are the iterator's."""
+    checkpoint state are the iterator's.
+
+    The splits are the base's too: ``spec`` is the parsed ``data:`` section (``DATA``), a split
+    is read once by the task's ``read_split`` and kept (``split``), its ids are the task's
+    business but kept per split in ``_encoded``; a data file that ``evaluate_file`` reads is
+    one more split, named ``file:<path>`` (``file_split``)."""
 
     _epochs: EpochIterator | None = None
+
+    def __init__(self, cfg: dict[str, Any], options: TaskOptions, device: torch.device,
+                 rank: int = 0, world: int = 1, train: Any = None) -> None:
+        """``train``: the training split when ``create`` has read it already (to build the
+        symbol tables)."""
+        super().__init__(cfg, options)
+        self.spec = self.DATA.parse(cfg.get("data"))
+        self.device, self.seed, self.rank, self.world = device, int(cfg.get("seed", 0)), rank, world
+        self._splits: dict[str, Any] = {}
+        self._encoded: dict[str, Any] = {}
+        if train is not None:
+            self._splits["train"] = train
+
+    # -------------------------------------------------------------- splits
+    def read_split(self, name: str) -> Any:
+        """The examples of split ``name``, read or generated (called once a split)."""
+        raise NotImplementedError
+
+    def split(self, name: str) -> Any:
+        """The examples of a split, read once."""
+        if name not in self._splits:
+            self._splits[name] = self.read_split(name)
+        return self._splits[name]
+
+    def read_all(self) -> Self:
+        """Every split read, for ``create``: bad data fails now, not after an epoch."""
+        for name in SPLITS:
+            self.split(name)
+        return self
+
+    def opened(self, with_data: bool) -> Self:
+        """The task as ``open`` returns it: with its training split read for a resume."""
+        if with_data:
+            self.split("train")
+        return self
+
+    def file_split(self, path: str, examples: Any) -> str:
+        """The examples read from ``path`` as one more split (ids made anew); its name."""
+        key = f"file:{path}"
+        self._splits[key] = examples
+        self._encoded.pop(key, None)
+        return key
 
     def make_epochs(self) -> EpochIterator:
         raise NotImplementedError

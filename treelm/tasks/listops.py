@@ -55,39 +55,29 @@ class ListOpsOptions(TaskOptions):
 class ListOpsTask(ExampleTask):
     name = "listops"
     Options = ListOpsOptions
-    PATH_KEYS = ListOpsData.PATH_KEYS
+    DATA = ListOpsData
     DATA_FORMAT = "a file of label<TAB>expression lines (the original ListOps TSV)"
     options: ListOpsOptions
-
-    @classmethod
-    def check_data(cls, data: dict[str, Any] | None) -> None:
-        ListOpsData.parse(data)
+    spec: ListOpsData
+    _splits: dict[str, list[Example]]
+    _encoded: dict[str, list[list[int]]]
 
     def __init__(self, cfg: dict[str, Any], options: ListOpsOptions, symbols: Vocab,
                  device: torch.device, rank: int = 0, world: int = 1) -> None:
-        super().__init__(cfg, options)
-        self.spec = ListOpsData.parse(cfg.get("data"))
-        self.symbols, self.device = symbols, device
-        self.seed, self.rank, self.world = int(cfg.get("seed", 0)), rank, world
-        self._splits: dict[str, list[Example]] = {}
-        self._ids: dict[str, list[list[int]]] = {}
+        super().__init__(cfg, options, device, rank, world)
+        self.symbols = symbols
 
     @classmethod
     def create(cls, cfg: dict[str, Any], options: ListOpsOptions, device: torch.device,
                rank: int = 0, world: int = 1) -> ListOpsTask:
-        task = cls(cfg, options, Vocab([PAD, *TOKENS], (PAD,)), device, rank, world)
-        for split in ("train", "valid", "test"):      # bad data fails now, not after an epoch
-            task.split(split)
-        return task
+        return cls(cfg, options, Vocab([PAD, *TOKENS], (PAD,)), device, rank, world).read_all()
 
     @classmethod
     def open(cls, cfg: dict[str, Any], options: ListOpsOptions, files: RunFiles,
              device: torch.device, rank: int = 0, world: int = 1,
              with_data: bool = False) -> ListOpsTask:
-        task = cls(cfg, options, files.read_vocab("symbols"), device, rank, world)
-        if with_data:
-            task.split("train")
-        return task
+        return cls(cfg, options, files.read_vocab("symbols"), device, rank,
+                   world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
         files.write_vocab(self.symbols, "symbols")
@@ -104,16 +94,15 @@ class ListOpsTask(ExampleTask):
                 f"{max(x.depth for x in train)}, {sum(len(x.tokens) for x in train):,} "
                 f"symbols), {len(self.split('valid')):,} valid")
 
-    def split(self, name: str) -> list[Example]:
-        if name not in self._splits:
-            self._splits[name] = load_split(self.spec, name)
-        return self._splits[name]
+    def read_split(self, name: str) -> list[Example]:
+        return load_split(self.spec, name)
 
     def ids(self, name: str) -> list[list[int]]:
-        if name not in self._ids:
+        if name not in self._encoded:
             enc = self.symbols.encode
-            self._ids[name] = [enc(x.tokens, unk="error", what="symbol") for x in self.split(name)]
-        return self._ids[name]
+            self._encoded[name] = [enc(x.tokens, unk="error", what="symbol")
+                                   for x in self.split(name)]
+        return self._encoded[name]
 
     # -------------------------------------------------------------- batches and loss
     def _tensors(self, name: str, idx: list[int]) -> tuple[Tensor, Tensor, Tensor]:
@@ -167,7 +156,4 @@ class ListOpsTask(ExampleTask):
                       **options: Any) -> Evaluation:
         """The examples at ``path`` (the original TSV, labels checked as they are read), scored
         as a split is."""
-        key = f"file:{path}"
-        self._splits[key] = read_examples(path)
-        self._ids.pop(key, None)
-        return self.evaluate(model, key, batch_size)
+        return self.evaluate(model, self.file_split(path, read_examples(path)), batch_size)

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from treelm.cells import State
 from treelm.data.batching import BPTTSchedule, batchify, get_batch
-from treelm.data.corpus import PATH_KEYS, Corpus, LMData, load_corpus, read_stream
+from treelm.data.corpus import Corpus, LMData, load_corpus, read_stream
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
@@ -126,13 +126,9 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
 class LMTask(Task):
     name = "lm"
     Options = LMOptions
-    PATH_KEYS = PATH_KEYS
+    DATA = LMData
     DATA_FORMAT = "a text file, one sentence a line"
     options: LMOptions
-
-    @classmethod
-    def check_data(cls, data: dict[str, Any] | None) -> None:
-        LMData.parse(data)
 
     def __init__(self, cfg: dict[str, Any], options: LMOptions, tokenizer: Tokenizer,
                  vocab: Vocab, device: torch.device, corpus: Corpus | None = None,

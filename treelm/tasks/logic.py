@@ -73,42 +73,32 @@ def relation_vocab() -> Vocab:
 class LogicTask(ExampleTask):
     name = "logic"
     Options = LogicOptions
-    PATH_KEYS = LogicData.PATH_KEYS
+    DATA = LogicData
     DATA_FORMAT = ("a file of relation<TAB>formula<TAB>formula lines (Bowman's format), or a "
                    "directory of his test0 … test12 files")
     options: LogicOptions
-
-    @classmethod
-    def check_data(cls, data: dict[str, Any] | None) -> None:
-        LogicData.parse(data)
+    spec: LogicData
+    _splits: dict[str, list[Pair]]
+    _encoded: dict[str, list[Row]]
 
     def __init__(self, cfg: dict[str, Any], options: LogicOptions, symbols: Vocab,
                  relations: Vocab, device: torch.device, rank: int = 0, world: int = 1) -> None:
-        super().__init__(cfg, options)
-        self.spec = LogicData.parse(cfg.get("data"))
-        self.symbols, self.relations, self.device = symbols, relations, device
-        self.seed, self.rank, self.world = int(cfg.get("seed", 0)), rank, world
-        self._splits: dict[str, list[Pair]] = {}
-        self._encoded: dict[str, list[Row]] = {}
+        super().__init__(cfg, options, device, rank, world)
+        self.symbols, self.relations = symbols, relations
 
     # -------------------------------------------------------------- construction
     @classmethod
     def create(cls, cfg: dict[str, Any], options: LogicOptions, device: torch.device,
                rank: int = 0, world: int = 1) -> LogicTask:
-        task = cls(cfg, options, symbol_vocab(), relation_vocab(), device, rank, world)
-        for split in ("train", "valid", "test"):      # bad data fails now, not after an epoch
-            task.split(split)
-        return task
+        return cls(cfg, options, symbol_vocab(), relation_vocab(), device, rank,
+                   world).read_all()
 
     @classmethod
     def open(cls, cfg: dict[str, Any], options: LogicOptions, files: RunFiles,
              device: torch.device, rank: int = 0, world: int = 1,
              with_data: bool = False) -> LogicTask:
-        task = cls(cfg, options, files.read_vocab("symbols"), files.read_vocab("relations"),
-                   device, rank, world)
-        if with_data:
-            task.split("train")
-        return task
+        return cls(cfg, options, files.read_vocab("symbols"), files.read_vocab("relations"),
+                   device, rank, world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
         files.write_vocab(self.symbols, "symbols")
@@ -127,11 +117,8 @@ class LogicTask(ExampleTask):
         return (f"{n['train']:,} training pairs ({min(ops)}–{max(ops)} operators), "
                 f"{n['valid']:,} valid, {len(self.relations)} relations")
 
-    def split(self, name: str) -> list[Pair]:
-        """The pairs of a split, generated or read once."""
-        if name not in self._splits:
-            self._splits[name] = load_split(self.spec, name)
-        return self._splits[name]
+    def read_split(self, name: str) -> list[Pair]:
+        return load_split(self.spec, name)
 
     # -------------------------------------------------------------- batches
     def encoded(self, name: str) -> list[Row]:
@@ -211,7 +198,5 @@ class LogicTask(ExampleTask):
                       **options: Any) -> Evaluation:
         """The pairs at ``path`` (Bowman's format: a file, or a directory of ``test<n>`` files)
         scored as the test split is (each pair's relation checked as it is read)."""
-        key = f"file:{path}"
-        self._splits[key] = read_split(path, "test", self.spec.max_test_ops)
-        self._encoded.pop(key, None)
-        return self.evaluate(model, key, batch_size)
+        pairs = read_split(path, "test", self.spec.max_test_ops)
+        return self.evaluate(model, self.file_split(path, pairs), batch_size)

@@ -70,25 +70,18 @@ class Tagged:
 class TaggingTask(ExampleTask):
     name = "tagging"
     Options = TaggingOptions
-    PATH_KEYS = TaggingData.PATH_KEYS
+    DATA = TaggingData
     DATA_FORMAT = "a directory with seq.in / seq.out [/ label], or a CoNLL file"
     options: TaggingOptions
-
-    @classmethod
-    def check_data(cls, data: dict[str, Any] | None) -> None:
-        TaggingData.parse(data)
+    spec: TaggingData
+    _splits: dict[str, list[Utterance]]
+    _encoded: dict[str, list[Row]]
 
     def __init__(self, cfg: dict[str, Any], options: TaggingOptions, words: Vocab,
                  labels: Vocab, intents: Vocab | None, device: torch.device,
                  train: list[Utterance] | None = None, rank: int = 0, world: int = 1) -> None:
-        super().__init__(cfg, options)
-        self.spec = TaggingData.parse(cfg.get("data"))
-        self.words, self.labels, self.intents, self.device = words, labels, intents, device
-        self.seed, self.rank, self.world = int(cfg.get("seed", 0)), rank, world
-        self._splits: dict[str, list[Utterance]] = {}
-        self._encoded: dict[str, list[Row]] = {}
-        if train is not None:
-            self._splits["train"] = train
+        super().__init__(cfg, options, device, rank, world, train)
+        self.words, self.labels, self.intents = words, labels, intents
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -100,10 +93,7 @@ class TaggingTask(ExampleTask):
         labels = Vocab.build((u.tags for u in train), ())
         names = [u.intent for u in train if u.intent is not None]
         intents = Vocab.build([names], ()) if names else None
-        task = cls(cfg, options, words, labels, intents, device, train, rank, world)
-        for split in ("valid", "test"):      # bad data fails now, not after an epoch
-            task.split(split)
-        return task
+        return cls(cfg, options, words, labels, intents, device, train, rank, world).read_all()
 
     @classmethod
     def open(cls, cfg: dict[str, Any], options: TaggingOptions, files: RunFiles,
@@ -111,10 +101,8 @@ class TaggingTask(ExampleTask):
              with_data: bool = False) -> TaggingTask:
         words, labels = files.read_vocab("words"), files.read_vocab("labels")
         intents = files.read_vocab("intents") if files.vocab_path("intents").exists() else None
-        task = cls(cfg, options, words, labels, intents, device, None, rank, world)
-        if with_data:
-            task.split("train")
-        return task
+        return cls(cfg, options, words, labels, intents, device, None, rank,
+                   world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
         files.write_vocab(self.words, "words")
@@ -135,14 +123,12 @@ class TaggingTask(ExampleTask):
                 f"words), {len(self.words):,} word types, {len(self.labels)} labels"
                 + (f", {len(self.intents)} intents" if self.intents else ""))
 
-    def split(self, name: str) -> list[Utterance]:
-        """The utterances of a split, read once; valid/test labels checked against training's."""
-        if name not in self._splits:
-            utts = read_split(getattr(self.spec, name), self.spec.lowercase)
-            if name != "train" and self.spec.unknown_labels == "error":
-                check_labels(utts, set(self.labels.itos), str(getattr(self.spec, name)))
-            self._splits[name] = utts
-        return self._splits[name]
+    def read_split(self, name: str) -> list[Utterance]:
+        """The utterances of a split; valid/test labels checked against training's."""
+        utts = read_split(getattr(self.spec, name), self.spec.lowercase)
+        if name != "train" and self.spec.unknown_labels == "error":
+            check_labels(utts, set(self.labels.itos), str(getattr(self.spec, name)))
+        return utts
 
     # -------------------------------------------------------------- batches
     def encoded(self, name: str) -> list[Row]:
@@ -260,11 +246,8 @@ class TaggingTask(ExampleTask):
         """The utterances at ``path`` (a ``seq.in``/``seq.out``/``label`` directory or a CoNLL
         file) scored as a split is. Another data set may use labels the run never saw: they
         stay gold (chunks the model cannot find) and are counted (``unknown_labels``)."""
-        key = f"file:{path}"
         utts = read_split(path, self.spec.lowercase)
-        self._splits[key] = utts
-        self._encoded.pop(key, None)
-        ev = self.evaluate(model, key, batch_size)
+        ev = self.evaluate(model, self.file_split(path, utts), batch_size)
         ev.details["unknown_labels"] = sum(t not in self.labels.stoi for u in utts
                                            for t in u.tags)
         return ev

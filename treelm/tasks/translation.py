@@ -4,7 +4,7 @@ interface (:mod:`treelm.decode.seq2seq`; :class:`~treelm.models.rnn_attn.RNNAtte
 Data and checks: :mod:`treelm.data.parallel`. Text becomes symbols by a sentencepiece model
 (BPE by default) learned on the training side, one for both languages (``data.joint``) or one per
 language, saved in the run directory with the vocabularies (specials ``<pad> <bos> <eos> <unk>``,
-so ``<pad>`` is 0 on both sides). A pair becomes
+so ``<pad>`` is 0 on both sides): :mod:`treelm.tasks.bilingual_tables`. A pair becomes
 
     source   x = x_1 … x_m <eos>                     (B, S) batch-first, <pad> after the end
     target   y_in = <bos> y_1 … y_n,  y_out = y_1 … y_n <eos>      (B, T)
@@ -17,7 +17,8 @@ every ``world``-th batch.
 ``Batch.size`` is the number of target symbols (``<eos>`` included).
 
 Loss per batch, label-smoothed cross-entropy (Szegedy et al. 2016) with the smoothing mass spread
-uniformly over the V target symbols, as a mean over the N non-padding target positions:
+uniformly over the V target symbols, as a mean over the N non-padding target positions
+(:mod:`treelm.tasks.label_smoothing`):
 
     L = (1/N) Σ_t [ (1 − ε) · −log p(y_t | y_<t, x)  +  ε · (1/V) Σ_v −log p(v | y_<t, x) ]
 
@@ -25,8 +26,9 @@ The logged loss is the plain ``−log p(y_t | …)`` mean (nats per target symbo
 ``exp``. Evaluation translates the split with the same search as ``treelm translate``
 (:meth:`TranslationTask.translate`: greedy, or beam search with ``eval_beam`` beams and length
 penalty ``length_penalty``; at most ``max_len_a · |x| + max_len_b`` target symbols, ``|x|``
-counting the source's symbols with its ``<eos>``), detokenises, and scores against the split's
-target lines as read: sacreBLEU's corpus BLEU (tokenisation ``13a``, cased, by default; the
+counting the source's symbols with its ``<eos>``: :mod:`treelm.tasks.seq2seq_search`),
+detokenises, and scores against the split's target lines as read (:mod:`treelm.tasks.bleu`):
+sacreBLEU's corpus BLEU (tokenisation ``13a``, cased, by default; the
 primary score, higher is better, unless ``select_by: loss``) and chrF, the percentage of exact
 matches, and the teacher-forced loss and perplexity.
 """
@@ -39,7 +41,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.data.parallel import (
@@ -51,17 +52,20 @@ from treelm.data.parallel import (
     split_files,
     token_batches,
 )
-from treelm.decode.beam import beam_search
-from treelm.decode.greedy import greedy_decode
-from treelm.decode.seq2seq import RecomputeStep, Seq2SeqStep
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
+from treelm.tasks.bilingual_tables import SPECIALS, build_tables, read_tables, write_tables
+from treelm.tasks.bleu import corpus_scores
 from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
-from treelm.text.tokenizers import SentencePieceTokenizer, Tokenizer, make_tokenizer
-from treelm.text.vocab import BOS, EOS, PAD, UNK, Vocab
+from treelm.tasks.label_smoothing import smoothed_loss
+from treelm.tasks.seq2seq_search import length_limit, search
+from treelm.text.tokenizers import Tokenizer
+from treelm.text.vocab import EOS, Vocab
 
-SPECIALS = (PAD, BOS, EOS, UNK)
+__all__ = ["SPECIALS", "Translation", "TranslationOptions", "TranslationTask", "pad_rows",
+           "smoothed_loss"]
+
 Pair = tuple[list[int], list[int]]       # source ids (with <eos>), target ids (with <eos>)
 
 
@@ -96,20 +100,6 @@ class Translation:
     logprob: float | None = None     # Σ log p of the symbols and <eos> (beam search only)
 
 
-def smoothed_loss(logits: Tensor, target: Tensor, pad: int, eps: float
-                  ) -> tuple[Tensor, Tensor, int]:
-    """Label-smoothed cross-entropy (see the module docstring): (mean smoothed loss, mean plain
-    −log p, number of non-padding positions) over ``target`` (…) with ``logits`` (…, V)."""
-    logp = F.log_softmax(logits.float(), -1)
-    keep = target.ne(pad)
-    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)[keep]
-    n = int(keep.sum())
-    if eps == 0.0:
-        return nll.mean(), nll.mean(), n
-    uniform = -logp.mean(-1)[keep]
-    return ((1.0 - eps) * nll + eps * uniform).mean(), nll.mean(), n
-
-
 def pad_rows(rows: Sequence[Sequence[int]], pad: int) -> Tensor:
     """Ragged id lists -> (B, L) padded on the right."""
     return pad_ids(rows, pad, batch_first=True)[0]
@@ -118,23 +108,21 @@ def pad_rows(rows: Sequence[Sequence[int]], pad: int) -> Tensor:
 class TranslationTask(ExampleTask):
     name = "translation"
     Options = TranslationOptions
-    PATH_KEYS = ParallelData.PATH_KEYS
+    DATA = ParallelData
     EVAL_OPTIONS = ("beam", "length_penalty")
     #: keys of ``train:`` renamed since, read under their new name in a run saved before
     RENAMED_OPTIONS = {"alpha": "length_penalty"}
     DATA_FORMAT = "a file stem STEM: STEM.<src> and STEM.<tgt>, aligned lines, plain or .gz"
     options: TranslationOptions
-
-    @classmethod
-    def check_data(cls, data: dict[str, Any] | None) -> None:
-        ParallelData.parse(data)
+    spec: ParallelData
+    _splits: dict[str, Pairs]
+    _encoded: dict[str, list[Pair]]
 
     def __init__(self, cfg: dict[str, Any], options: TranslationOptions,
                  tokenizers: tuple[Tokenizer, Tokenizer], vocabs: tuple[Vocab, Vocab],
                  device: torch.device, train: Pairs | None = None, rank: int = 0,
                  world: int = 1) -> None:
-        super().__init__(cfg, options)
-        self.spec = ParallelData.parse(cfg.get("data"))
+        super().__init__(cfg, options, device, rank, world, train)
         self.src_tok, self.tgt_tok = tokenizers
         self.src_vocab, self.tgt_vocab = vocabs
         # a piece model emits only pieces of the run's vocabulary (text.spm), for runs saved
@@ -142,12 +130,7 @@ class TranslationTask(ExampleTask):
         self.src_tok.restrict(self.src_vocab.itos)
         if self.tgt_tok is not self.src_tok:
             self.tgt_tok.restrict(self.tgt_vocab.itos)
-        self.device, self.seed, self.rank, self.world = device, int(cfg.get("seed", 0)), rank, world
-        self._splits: dict[str, Pairs] = {}
-        self._encoded: dict[str, list[Pair]] = {}
         self.dropped = 0                    # training pairs longer than data.max_len
-        if train is not None:
-            self._splits["train"] = train
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -155,56 +138,19 @@ class TranslationTask(ExampleTask):
                rank: int = 0, world: int = 1) -> TranslationTask:
         spec = ParallelData.parse(cfg.get("data"))
         train = load_pairs(spec, "train")
-        kind = spec.tokenizer_kind
-        if kind == "word":
-            src_tok: Tokenizer = make_tokenizer("word")
-            tgt_tok: Tokenizer = src_tok
-        elif spec.joint:
-            src_tok = tgt_tok = SentencePieceTokenizer.train(train.src + train.tgt, kind,
-                                                             spec.vocab_size)
-        else:
-            src_tok = SentencePieceTokenizer.train(train.src, kind, spec.vocab_size)
-            tgt_tok = SentencePieceTokenizer.train(train.tgt, kind, spec.vocab_size)
-        src_syms = [src_tok.encode_line(s) for s in train.src]
-        tgt_syms = [tgt_tok.encode_line(t) for t in train.tgt]
-        # every character of the piece model too, so that only characters the model does not
-        # know are unknown once the segmenter is restricted to the vocabulary (text.spm)
-        if spec.joint:
-            src_vocab = tgt_vocab = Vocab.build(src_syms + tgt_syms, SPECIALS,
-                                                extra=src_tok.alphabet())
-        else:
-            src_vocab = Vocab.build(src_syms, SPECIALS, extra=src_tok.alphabet())
-            tgt_vocab = Vocab.build(tgt_syms, SPECIALS, extra=tgt_tok.alphabet())
-        task = cls(cfg, options, (src_tok, tgt_tok), (src_vocab, tgt_vocab), device, train,
-                   rank, world)
-        for split in ("valid", "test"):      # bad data fails now, not after an epoch
-            task.split(split)
-        return task
+        tokenizers, vocabs = build_tables(spec, train)
+        return cls(cfg, options, tokenizers, vocabs, device, train, rank, world).read_all()
 
     @classmethod
     def open(cls, cfg: dict[str, Any], options: TranslationOptions, files: RunFiles,
              device: torch.device, rank: int = 0, world: int = 1,
              with_data: bool = False) -> TranslationTask:
-        if ParallelData.parse(cfg.get("data")).joint:
-            tok, vocab = files.read_tokenizer(), files.read_vocab()
-            toks, vocabs = (tok, tok), (vocab, vocab)
-        else:
-            toks = (files.read_tokenizer("src"), files.read_tokenizer("tgt"))
-            vocabs = (files.read_vocab("src"), files.read_vocab("tgt"))
-        task = cls(cfg, options, toks, vocabs, device, None, rank, world)
-        if with_data:
-            task.split("train")
-        return task
+        tokenizers, vocabs = read_tables(files, ParallelData.parse(cfg.get("data")).joint)
+        return cls(cfg, options, tokenizers, vocabs, device, None, rank, world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
-        if self.spec.joint:
-            files.write_tokenizer(self.src_tok)
-            files.write_vocab(self.src_vocab)
-            return
-        for role, tok, vocab in (("src", self.src_tok, self.src_vocab),
-                                 ("tgt", self.tgt_tok, self.tgt_vocab)):
-            files.write_tokenizer(tok, role)
-            files.write_vocab(vocab, role)
+        write_tables(files, (self.src_tok, self.tgt_tok), (self.src_vocab, self.tgt_vocab),
+                     self.spec.joint)
 
     def model_dims(self) -> dict[str, Any]:
         return {"src_vocab_size": len(self.src_vocab), "tgt_vocab_size": len(self.tgt_vocab),
@@ -222,11 +168,9 @@ class TranslationTask(ExampleTask):
         return (f"{len(pairs):,} training pairs{dropped} ({sum(len(t) for _, t in pairs):,} "
                 f"target symbols), {self.spec.tokenizer_kind} {sides}")
 
-    def split(self, name: str) -> Pairs:
-        """The pairs of a split (text), read or generated once."""
-        if name not in self._splits:
-            self._splits[name] = load_pairs(self.spec, name)
-        return self._splits[name]
+    def read_split(self, name: str) -> Pairs:
+        """The pairs of a split (text), read or generated."""
+        return load_pairs(self.spec, name)
 
     # -------------------------------------------------------------- symbols
     def encode_source(self, text: str) -> list[int]:
@@ -294,30 +238,6 @@ class TranslationTask(ExampleTask):
         return {"ppl": math.exp(min(loss, 50.0))}
 
     # -------------------------------------------------------------- translation
-    @torch.no_grad()
-    def _search(self, model: nn.Module, rows: Sequence[list[int]], beam: int,
-                length_penalty: float, incremental: bool) -> list[tuple[list[int], float | None]]:
-        """Target ids (without <eos>) and log-probability of each source row, one batch."""
-        src = pad_rows(rows, self.src_vocab.pad).to(self.device)
-        v = self.tgt_vocab
-        cls = Seq2SeqStep if incremental else RecomputeStep
-        step = cls(model, v.bos, banned=(v.pad, v.bos))
-        limits = [int(self.options.max_len_a * len(r) + self.options.max_len_b) for r in rows]
-        logits, state = step.prime(src)
-        if beam == 1:
-            out = greedy_decode(step, logits, state, max(limits), v.eos).t().tolist()
-            found: list[tuple[list[int], float | None]] = [(ids, None) for ids in out]
-        else:
-            hyps = beam_search(step, logits, state, beam, max(limits), v.eos, length_penalty)
-            found = [(h[0].tokens, h[0].logprob) for h in hyps]
-        result = []
-        for (ids, lp), limit in zip(found, limits, strict=True):
-            ids = ids[:limit]
-            if v.eos in ids:
-                ids = ids[: ids.index(v.eos)]
-            result.append((ids, lp))
-        return result
-
     def translate(self, model: nn.Module, sentences: Sequence[str], beam: int = 1,
                   length_penalty: float | None = None, batch_size: int | None = None,
                   incremental: bool = True) -> list[Translation]:
@@ -340,8 +260,11 @@ class TranslationTask(ExampleTask):
                                                             "sentences") as tick:
             for lo in range(0, len(todo), bs):
                 idx = todo[lo:lo + bs]
-                found = self._search(model, [rows[i] for i in idx], beam, length_penalty,
-                                     incremental)
+                src = pad_rows([rows[i] for i in idx], self.src_vocab.pad).to(self.device)
+                limits = [length_limit(len(rows[i]), self.options.max_len_a,
+                                       self.options.max_len_b) for i in idx]
+                found = search(model, src, limits, self.tgt_vocab, beam, length_penalty,
+                               incremental)
                 for i, (ids, lp) in zip(idx, found, strict=True):
                     symbols = self.tgt_vocab.decode(ids)
                     out[i] = Translation(sentences[i], self.tgt_tok.decode_line(symbols),
@@ -383,28 +306,19 @@ class TranslationTask(ExampleTask):
                  beam: int | None = None, length_penalty: float | None = None) -> Evaluation:
         """Translate the split and score it (module docstring); ``beam`` defaults to
         ``eval_beam``."""
-        from sacrebleu.metrics import BLEU, CHRF
-
         if split not in SPLITS and split not in self._splits:
             raise ValueError(f"unknown split {split!r}")
         pairs = self.split(split)
         hyps = [t.text for t in self.translate(model, pairs.src, beam or self.options.eval_beam,
                                                length_penalty, batch_size)]
-        bleu = BLEU(tokenize=self.options.bleu_tokenize, lowercase=self.options.bleu_lowercase)
-        chrf = CHRF()
-        b = bleu.corpus_score(hyps, [pairs.tgt])
-        c = chrf.corpus_score(hyps, [pairs.tgt])
+        corpus = corpus_scores(hyps, pairs.tgt, self.options.bleu_tokenize,
+                               self.options.bleu_lowercase)
         total, count = self._teacher_forced(model, self.encoded(split))
         loss = total / count
-        exact = 100.0 * sum(h == r for h, r in zip(hyps, pairs.tgt, strict=True)) / len(hyps)
-        scores = {"bleu": b.score, "chrf": c.score, "exact": exact, "loss": loss,
-                  "ppl": math.exp(min(loss, 50.0))}
-        bsig, csig = str(bleu.get_signature()), str(chrf.get_signature())
+        scores = {**corpus.scores, "loss": loss, "ppl": math.exp(min(loss, 50.0))}
         return Evaluation(scores, "bleu" if self.options.select_by == "bleu" else "loss",
                           higher_is_better=self.options.select_by == "bleu", size=len(hyps),
-                          unit="sentences",
-                          details={"bleu_signature": bsig, "chrf_signature": csig},
-                          lines=[b.format(signature=bsig), c.format(signature=csig)])
+                          unit="sentences", details=corpus.details, lines=corpus.lines)
 
     def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
                       beam: int | None = None, length_penalty: float | None = None,
@@ -412,11 +326,8 @@ class TranslationTask(ExampleTask):
         """The pairs of ``path``.<src> / ``path``.<tgt> (plain or ``.gz``, checked as a split's
         files are) translated and scored as :meth:`evaluate` scores a split: the same search
         and scores; ``unk_tokens`` counts the source symbols read as ``<unk>``."""
-        key = f"file:{path}"
         pairs = read_stem(path, self.spec)
-        self._splits[key] = pairs
-        self._encoded.pop(key, None)
-        ev = self.evaluate(model, key, batch_size, beam, length_penalty)
+        ev = self.evaluate(model, self.file_split(path, pairs), batch_size, beam, length_penalty)
         ev.details["unk_tokens"] = sum(len(self.unknown_source(s)) for s in pairs.src)
         return ev
 
