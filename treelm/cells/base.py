@@ -39,7 +39,6 @@ class Cell(nn.Module):
     """Base class: subclasses implement :meth:`step` (one time step) and :meth:`state_sizes`."""
 
     recurrent_weights: tuple[str, ...] = ("weight_hh",)
-    impl: str = "reference"     # cells with a fused path set "auto" (or a kernel's name)
 
     def __init__(self, input_size: int, hidden_size: int) -> None:
         super().__init__()
@@ -128,8 +127,9 @@ class Cell(nn.Module):
         weights: dict[str, Tensor] | None = None,
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
         """Run the whole sequence ``x`` (T, B, I) from ``state``; see the module docstring. Through
-        :meth:`fused` unless ``impl`` is ``"reference"`` or it has none; else step by step."""
-        if self.impl != "reference":
+        :meth:`fused` unless ``impl`` is ``"reference"`` or it has none; else step by step (cells
+        without an ``impl`` attribute have no fused path)."""
+        if getattr(self, "impl", "reference") != "reference":
             fused = self.fused(x, state, weights)
             if fused is not None:
                 return fused
