@@ -182,12 +182,21 @@ _RULE_TEXT = {"> 0": "> 0", ">= 0": ">= 0", ">= 1": "an integer >= 1" , "[0, 1)"
 def check_kwargs(fn: Any, spec: dict[str, Any], section: str,
                  rules: dict[str, Any] | None = None) -> dict[str, Any]:
     """``spec`` checked against the annotated parameters of ``fn`` (e.g. a model's
-    ``__init__``) and ``rules`` as in :func:`parse_section`; unknown keys are an error."""
+    ``__init__``) and ``rules`` as in :func:`parse_section`; unknown keys are an error.
+    Keywords typed ``**kw: Unpack[SomeTypedDict]`` count as the TypedDict's keys (a group that
+    several models take, declared once: :class:`treelm.nn.dropout.Dropouts`)."""
     import inspect
 
-    params = {n: p for n, p in inspect.signature(fn).parameters.items() if n != "self"}
     hints = typing.get_type_hints(fn)
-    unknown = sorted(set(spec) - set(params))
+    params: set[str] = set()
+    for n, p in inspect.signature(fn).parameters.items():
+        if p.kind is p.VAR_KEYWORD and typing.get_origin(hints.get(n)) is typing.Unpack:
+            group = typing.get_type_hints(typing.get_args(hints.pop(n))[0])
+            params |= set(group)
+            hints.update(group)
+        elif n != "self":
+            params.add(n)
+    unknown = sorted(set(spec) - params)
     if unknown:
         raise ConfigError(f"unknown {section} options {unknown}; known: {sorted(params)}")
     out = {}

@@ -10,6 +10,11 @@ Shape convention (time-major, as in AWD-LSTM and ``torch.nn.LSTM``):
 * ``aux``: a dict of per-step diagnostics, each ``(T, B)``; ON-LSTM returns the master-gate levels
   ``"df"`` and ``"di"`` used for tree induction.
 
+A cell may run a whole sequence through a fused kernel (:meth:`Cell.fused`: PyTorch's for the
+cells in ``torch.nn.RNN``/``GRU``/``LSTM``'s layout, named by :meth:`Cell.kernel`; treelm's own for
+ON-LSTM); ``impl="reference"``, or a cell without one for its options, runs :meth:`Cell.step` in
+the loop of :meth:`Cell.forward`, the readable form the fused kernels are tested against.
+
 A cell names the parameters that are hidden-to-hidden (``recurrent_weights``) so that a stack can
 apply DropConnect (Wan et al. 2013, as in AWD-LSTM) to them: the dropped copies are passed to
 ``forward`` in ``weights`` and are held fixed over all time steps of one sequence.
@@ -18,6 +23,7 @@ apply DropConnect (Wan et al. 2013, as in AWD-LSTM) to them: the dropped copies 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -50,20 +56,26 @@ class Cell(nn.Module):
         """The zero state on ``like``'s device and dtype."""
         return tuple(like.new_zeros(batch, n) for n in self.state_sizes())
 
-    def torch_kernel(
-        self, kernel: Any, x: Tensor, state: State | None, weights: dict[str, Tensor] | None
-    ) -> tuple[Tensor, State, dict[str, Tensor]]:
-        """One layer through PyTorch's fused kernel (``torch.lstm``, ``torch.gru``,
+    def kernel(self) -> Callable[..., Any] | None:
+        """PyTorch's fused kernel for this cell's options (``torch.lstm``, ``torch.gru``,
         ``torch.rnn_tanh``, ``torch.rnn_relu``: what ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` run),
-        for cells holding ``weight_ih, weight_hh, bias_ih, bias_hh`` in that layout; DropConnect
-        comes in as ``weights["weight_hh"]``.
+        for cells holding ``weight_ih, weight_hh, bias_ih, bias_hh`` in that layout; None: none."""
+        return None
+
+    def fused(
+        self, x: Tensor, state: State | None, weights: dict[str, Tensor] | None
+    ) -> tuple[Tensor, State, dict[str, Tensor]] | None:
+        """The whole sequence through a fused kernel, as :meth:`forward` returns it; None where
+        there is none (the step loop runs). Here: :meth:`kernel`, with DropConnect coming in as
+        ``weights["weight_hh"]``.
 
         Under CPU autocast the cell's own step loop runs instead: oneDNN's bfloat16 RNN primitive
         carries the state in bfloat16 and is missing on CPUs without native bfloat16, while the
         loop's products go through ``gemm.linear`` in bfloat16 with gates and state in float32.
         """
-        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-            return Cell.forward(self, x, state, weights)
+        kernel = self.kernel()
+        if kernel is None or (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")):
+            return None
         if state is None:
             state = self.init_state(x.size(1), x)
         w_hh = self.weight_hh if weights is None else weights["weight_hh"]
@@ -73,11 +85,12 @@ class Cell(nn.Module):
                           False, False)
         return out, tuple(h[0] for h in hs), {}
 
-    def gate_parameters(self, gates: int) -> None:
+    def gate_parameters(self, gates: int, extra: int = 0) -> None:
         """``weight_ih`` (G, I), ``weight_hh`` (G, H), ``bias_ih``, ``bias_hh`` (G,) for
-        ``G = gates · H``: the layout of ``torch.nn.RNN``/``GRU``/``LSTM`` (so their kernels run
-        these weights), registered in that order (state dicts and initialisation follow it)."""
-        G, H = gates * self.hidden_size, self.hidden_size
+        ``G = gates · H + extra``: the layout of ``torch.nn.RNN``/``GRU``/``LSTM`` (so their
+        kernels run these weights; ON-LSTM adds its master gates' rows as ``extra``), registered
+        in that order (state dicts and initialisation follow it)."""
+        G, H = gates * self.hidden_size + extra, self.hidden_size
         self.weight_ih = nn.Parameter(torch.empty(G, self.input_size))
         self.weight_hh = nn.Parameter(torch.empty(G, H))
         self.bias_ih = nn.Parameter(torch.empty(G))
@@ -95,8 +108,9 @@ class Cell(nn.Module):
         return {name: getattr(self, name) for name in self.recurrent_weights}
 
     def input_projection(self, x: Tensor) -> Tensor | None:
-        """Optional: the input part of all steps at once, ``(T, B, ·)``; handed to ``step``."""
-        return None
+        """The input part of all steps at once, ``(T, B, ·)``, handed to ``step``: here
+        ``W_ih x + b_ih`` in one product (for cells holding ``weight_ih``, ``bias_ih``)."""
+        return gemm.linear(x, self.weight_ih, self.bias_ih)
 
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
@@ -112,7 +126,13 @@ class Cell(nn.Module):
         state: State | None = None,
         weights: dict[str, Tensor] | None = None,
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
-        """Run the whole sequence ``x`` (T, B, I) from ``state``; see the module docstring."""
+        """Run the whole sequence ``x`` (T, B, I) from ``state``; see the module docstring. Through
+        :meth:`fused` unless ``impl`` is ``"reference"`` or it has none; else step by step (cells
+        without an ``impl`` attribute have no fused path)."""
+        if getattr(self, "impl", "reference") != "reference":
+            fused = self.fused(x, state, weights)
+            if fused is not None:
+                return fused
         x = up(x)       # an input autocast made bfloat16: the state and gates stay float32
         if state is None:
             state = self.init_state(x.size(1), x)

@@ -10,6 +10,9 @@ in a loop over time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -30,9 +33,6 @@ class Elman(Cell):
         self.gate_parameters(1)
         self.init_uniform()
 
-    def input_projection(self, x: Tensor) -> Tensor:
-        return gemm.linear(x, self.weight_ih, self.bias_ih)    # all steps at once
-
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
@@ -41,10 +41,5 @@ class Elman(Cell):
         h = {"tanh": torch.tanh, "relu": torch.relu, "linear": lambda v: v}[self.nonlinearity](pre)
         return h, (h,), {}
 
-    def forward(
-        self, x: Tensor, state: State | None = None, weights: dict[str, Tensor] | None = None
-    ) -> tuple[Tensor, State, dict[str, Tensor]]:
-        if self.impl == "reference" or self.nonlinearity == "linear":
-            return super().forward(x, state, weights)
-        kernel = torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
-        return self.torch_kernel(kernel, x, state, weights)
+    def kernel(self) -> Callable[..., Any] | None:
+        return {"tanh": torch.rnn_tanh, "relu": torch.rnn_relu}.get(self.nonlinearity)

@@ -12,6 +12,9 @@ State ``(h,)``, (B, H).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -26,9 +29,6 @@ class GRU(Cell):
         self.gate_parameters(3)             # [r, z, n]
         self.init_uniform()
 
-    def input_projection(self, x: Tensor) -> Tensor:
-        return gemm.linear(x, self.weight_ih, self.bias_ih)    # all steps at once
-
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
@@ -40,9 +40,5 @@ class GRU(Cell):
         h = (1 - z) * torch.tanh(xn + r * hn) + z * h
         return h, (h,), {}
 
-    def forward(
-        self, x: Tensor, state: State | None = None, weights: dict[str, Tensor] | None = None
-    ) -> tuple[Tensor, State, dict[str, Tensor]]:
-        if self.impl == "reference":
-            return super().forward(x, state, weights)
-        return self.torch_kernel(torch.gru, x, state, weights)
+    def kernel(self) -> Callable[..., Any]:
+        return torch.gru

@@ -52,9 +52,6 @@ class Jordan(Cell):
     def state_sizes(self) -> tuple[int, ...]:
         return (self._out,)
 
-    def input_projection(self, x: Tensor) -> Tensor:
-        return gemm.linear(x, self.weight_ih, self.bias_ih)    # all steps at once
-
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
     ) -> tuple[Tensor, State, dict[str, Tensor]]:

@@ -16,6 +16,9 @@ readable loop below. State ``(h, c)``, each (B, H).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -38,9 +41,6 @@ class LSTM(Cell):
     def state_sizes(self) -> tuple[int, ...]:
         return (self.hidden_size, self.hidden_size)
 
-    def input_projection(self, x: Tensor) -> Tensor:
-        return gemm.linear(x, self.weight_ih, self.bias_ih)    # all steps at once
-
     def step(
         self, x_t: Tensor, xp_t: Tensor | None, state: State, w: dict[str, Tensor]
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
@@ -57,9 +57,5 @@ class LSTM(Cell):
         h = torch.sigmoid(o) * torch.tanh(c)
         return h, (h, c), {}
 
-    def forward(
-        self, x: Tensor, state: State | None = None, weights: dict[str, Tensor] | None = None
-    ) -> tuple[Tensor, State, dict[str, Tensor]]:
-        if self.peephole or self.impl == "reference":
-            return super().forward(x, state, weights)
-        return self.torch_kernel(torch.lstm, x, state, weights)
+    def kernel(self) -> Callable[..., Any] | None:
+        return None if self.peephole else torch.lstm        # peepholes: the loop

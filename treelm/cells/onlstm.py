@@ -28,12 +28,11 @@ State: ``(h, c)``, each ``(B, H)``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from treelm.cells.base import Cell, State
 from treelm.kernels.precision import up
@@ -113,17 +112,8 @@ class ONLSTM(Cell):
         # the CPU, in evaluation or under autocast; False: always the eager fused path
         self.cuda_graphs = cuda_graphs
         self._graphs: Any = None
-        G = 4 * hidden_size + 2 * self.n_levels
-        self.weight_ih = nn.Parameter(torch.empty(G, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(G, hidden_size))
-        self.bias_ih = nn.Parameter(torch.empty(G))
-        self.bias_hh = nn.Parameter(torch.empty(G))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            nn.init.uniform_(p, -bound, bound)
+        self.gate_parameters(4, extra=2 * self.n_levels)       # G = 4H + 2L rows, as above
+        self.init_uniform()
 
     def state_sizes(self) -> tuple[int, ...]:
         return (self.hidden_size, self.hidden_size)
@@ -142,14 +132,9 @@ class ONLSTM(Cell):
         h, c, df, di = onlstm_update(gates, c, self.n_levels, self.master_input)
         return h, (h, c), {"df": df, "di": di}
 
-    def forward(
-        self,
-        x: Tensor,
-        state: State | None = None,
-        weights: dict[str, Tensor] | None = None,
+    def fused(
+        self, x: Tensor, state: State | None, weights: dict[str, Tensor] | None
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
-        if self.impl == "reference":
-            return super().forward(x, state, weights)
         from treelm.kernels import onlstm_sequence  # fused CPU / Triton paths, same numbers
 
         if state is None:

@@ -19,14 +19,14 @@ end, nor (up to rounding) on the other sequences of the batch.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells import State
-from treelm.nn.dropout import embedding_dropout, locked_dropout
+from treelm.nn.dropout import DROPOUT_RULES, Dropouts, DroppedEmbedding, dropouts
 from treelm.nn.stack import RNNStack, StackOutput
 
 POOLS = ("last", "mean")
@@ -34,29 +34,24 @@ POOLS = ("last", "mean")
 
 class SequenceClassifier(nn.Module):
     RULES: ClassVar[dict[str, Any]] = {
-        "sizes": ">= 1", "mlp_size": ">= 1", "dropout": "[0, 1)", "dropouth": "[0, 1)",
-        "dropouti": "[0, 1)", "dropoute": "[0, 1)", "wdrop": "[0, 1)", "pool": POOLS}
+        "sizes": ">= 1", "mlp_size": ">= 1", "pool": POOLS, **DROPOUT_RULES}
 
     def __init__(self, vocab_size: int, n_classes: int, pad_id: int, cell: str = "lstm",
                  sizes: list[int] | None = None, mlp_size: int | None = None,
-                 pool: str = "last", dropout: float = 0.0, dropouth: float = 0.0,
-                 dropouti: float = 0.0, dropoute: float = 0.0, wdrop: float = 0.0,
-                 cell_options: dict[str, Any] | None = None) -> None:
+                 pool: str = "last", cell_options: dict[str, Any] | None = None,
+                 **drop: Unpack[Dropouts]) -> None:
         super().__init__()
         sizes = list(sizes or [128, 128])
-        self.pad_id, self.pool = pad_id, pool
-        self.dropout, self.dropouti, self.dropoute = dropout, dropouti, dropoute
-        self.embedding = nn.Embedding(vocab_size, sizes[0])
-        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
-        self.rnn = RNNStack(cell, sizes, dropouth, wdrop, cell_options)
+        p = dropouts(drop)
+        self.pad_id, self.pool, self.dropout = pad_id, pool, p["dropout"]
+        self.embedding = DroppedEmbedding(vocab_size, sizes[0], p["dropoute"], p["dropouti"])
+        self.rnn = RNNStack(cell, sizes, p["dropouth"], p["wdrop"], cell_options)
         self.hidden = nn.Linear(self.rnn.output_size, mlp_size or self.rnn.output_size)
         self.out = nn.Linear(self.hidden.out_features, n_classes)
 
     def features(self, tokens: Tensor, states: list[State] | None = None) -> StackOutput:
         """The encoder's per-layer outputs and cell ``aux`` (ON-LSTM levels) for (T, B) tokens."""
-        w = embedding_dropout(self.embedding.weight, self.dropoute, self.training)
-        return self.rnn(locked_dropout(F.embedding(tokens, w), self.dropouti, self.training),
-                        states)
+        return self.rnn(self.embedding(tokens), states)
 
     def encode(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """(T, B) tokens, (B,) lengths -> (B, H), pooled as ``pool`` says."""

@@ -26,14 +26,13 @@ The output projection is ``head`` (called ``decoder`` before; such checkpoints s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells import State
-from treelm.nn.dropout import embedding_dropout, locked_dropout
+from treelm.nn.dropout import DROPOUT_RULES, Dropouts, DroppedEmbedding, dropouts, locked_dropout
 from treelm.nn.linear_ce import linear_cross_entropy
 from treelm.nn.stack import RNNStack, StackOutput
 
@@ -52,8 +51,7 @@ class LMOutput:
 
 class RNNLM(nn.Module):
     RULES: ClassVar[dict[str, Any]] = {
-        "sizes": ">= 1", "embedding": ("learned", "onehot"), "dropout": "[0, 1)",
-        "dropouth": "[0, 1)", "dropouti": "[0, 1)", "dropoute": "[0, 1)", "wdrop": "[0, 1)"}
+        "sizes": ">= 1", "embedding": ("learned", "onehot"), **DROPOUT_RULES}
 
     def __init__(
         self,
@@ -62,17 +60,14 @@ class RNNLM(nn.Module):
         sizes: list[int] | None = None,
         tie_weights: bool = True,
         embedding: str = "learned",
-        dropout: float = 0.0,
-        dropouth: float = 0.0,
-        dropouti: float = 0.0,
-        dropoute: float = 0.0,
-        wdrop: float = 0.0,
         cell_options: dict[str, Any] | None = None,
+        **drop: Unpack[Dropouts],
     ) -> None:
         super().__init__()
         sizes = list(sizes or [400, 1150, 1150, 400])
+        p = dropouts(drop)
         self.vocab_size = vocab_size
-        self.dropout, self.dropouti, self.dropoute = dropout, dropouti, dropoute
+        self.dropout = p["dropout"]
         if embedding not in ("learned", "onehot"):
             raise ValueError(f"unknown embedding {embedding!r}: learned or onehot")
         self.onehot = embedding == "onehot"
@@ -81,9 +76,8 @@ class RNNLM(nn.Module):
                 sizes[0] = vocab_size        # one-hot input: the input size is the vocabulary
             self.register_buffer("eye", torch.eye(vocab_size), persistent=False)
         else:
-            self.embedding = nn.Embedding(vocab_size, sizes[0])
-            nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
-        self.rnn = RNNStack(cell, sizes, dropouth, wdrop, cell_options)
+            self.embedding = DroppedEmbedding(vocab_size, sizes[0], p["dropoute"], p["dropouti"])
+        self.rnn = RNNStack(cell, sizes, p["dropouth"], p["wdrop"], cell_options)
         self.head = nn.Linear(self.rnn.output_size, vocab_size)
         nn.init.zeros_(self.head.bias)
         if tie_weights:
@@ -99,10 +93,7 @@ class RNNLM(nn.Module):
         self.register_load_state_dict_pre_hook(_rename_legacy_keys)
 
     def embed(self, tokens: Tensor) -> Tensor:
-        if self.onehot:
-            return self.eye[tokens]
-        w = embedding_dropout(self.embedding.weight, self.dropoute, self.training)
-        return locked_dropout(F.embedding(tokens, w), self.dropouti, self.training)
+        return self.eye[tokens] if self.onehot else self.embedding(tokens)
 
     def features(self, tokens: Tensor, states: list[State] | None = None) -> StackOutput:
         return self.rnn(self.embed(tokens), states)

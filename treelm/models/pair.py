@@ -19,21 +19,20 @@ padding after it, nor (up to rounding) on the other sentences of the batch.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells import State
-from treelm.nn.dropout import embedding_dropout, locked_dropout
+from treelm.nn.dropout import DROPOUT_RULES, Dropouts, DroppedEmbedding, dropouts
 from treelm.nn.stack import RNNStack, StackOutput
 
 
 class PairClassifier(nn.Module):
     RULES: ClassVar[dict[str, Any]] = {
-        "sizes": ">= 1", "mlp_size": ">= 1", "dropout": "[0, 1)", "dropouth": "[0, 1)",
-        "dropouti": "[0, 1)", "dropoute": "[0, 1)", "wdrop": "[0, 1)"}
+        "sizes": ">= 1", "mlp_size": ">= 1", **DROPOUT_RULES}
 
     def __init__(
         self,
@@ -43,20 +42,15 @@ class PairClassifier(nn.Module):
         cell: str = "lstm",
         sizes: list[int] | None = None,
         mlp_size: int | None = None,
-        dropout: float = 0.0,
-        dropouth: float = 0.0,
-        dropouti: float = 0.0,
-        dropoute: float = 0.0,
-        wdrop: float = 0.0,
         cell_options: dict[str, Any] | None = None,
+        **drop: Unpack[Dropouts],
     ) -> None:
         super().__init__()
         sizes = list(sizes or [128, 200])
-        self.pad_id = pad_id
-        self.dropout, self.dropouti, self.dropoute = dropout, dropouti, dropoute
-        self.embedding = nn.Embedding(vocab_size, sizes[0])
-        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
-        self.rnn = RNNStack(cell, sizes, dropouth, wdrop, cell_options)
+        p = dropouts(drop)
+        self.pad_id, self.dropout = pad_id, p["dropout"]
+        self.embedding = DroppedEmbedding(vocab_size, sizes[0], p["dropoute"], p["dropouti"])
+        self.rnn = RNNStack(cell, sizes, p["dropouth"], p["wdrop"], cell_options)
         H = self.rnn.output_size
         M = mlp_size or H
         self.hidden = nn.Linear(4 * H, M)
@@ -64,9 +58,7 @@ class PairClassifier(nn.Module):
 
     def features(self, tokens: Tensor, states: list[State] | None = None) -> StackOutput:
         """The encoder's per-layer outputs and cell ``aux`` (ON-LSTM levels) for (T, B) tokens."""
-        w = embedding_dropout(self.embedding.weight, self.dropoute, self.training)
-        x = locked_dropout(F.embedding(tokens, w), self.dropouti, self.training)
-        return self.rnn(x, states)
+        return self.rnn(self.embedding(tokens), states)
 
     def encode(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """(T, B) tokens, (B,) lengths -> (B, H): the last layer's output at each last symbol."""

@@ -23,13 +23,13 @@ never reaches a real word; a window never depends on the other utterances of the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from treelm.nn.dropout import embedding_dropout, locked_dropout
+from treelm.nn.dropout import DROPOUT_RULES, Dropouts, DroppedEmbedding, dropouts, locked_dropout
 from treelm.nn.stack import RNNStack
 
 FEEDBACKS = ("hidden", "labels")
@@ -53,8 +53,7 @@ def reverse_within(x: Tensor, lengths: Tensor) -> Tensor:
 
 class Tagger(nn.Module):
     RULES: ClassVar[dict[str, Any]] = {
-        "sizes": ">= 1", "window": ">= 1", "feedback": FEEDBACKS, "dropout": "[0, 1)",
-        "dropouth": "[0, 1)", "dropouti": "[0, 1)", "dropoute": "[0, 1)", "wdrop": "[0, 1)"}
+        "sizes": ">= 1", "window": ">= 1", "feedback": FEEDBACKS, **DROPOUT_RULES}
 
     def __init__(
         self,
@@ -68,15 +67,12 @@ class Tagger(nn.Module):
         bidirectional: bool = False,
         feedback: str = "hidden",
         intent: bool = False,
-        dropout: float = 0.0,
-        dropouth: float = 0.0,
-        dropouti: float = 0.0,
-        dropoute: float = 0.0,
-        wdrop: float = 0.0,
         cell_options: dict[str, Any] | None = None,
+        **drop: Unpack[Dropouts],
     ) -> None:
         super().__init__()
         sizes = list(sizes or [100, 100])
+        p = dropouts(drop)
         if window % 2 != 1:
             raise ValueError(f"window must be odd (the word and k on each side), got {window}")
         if feedback not in FEEDBACKS:
@@ -84,9 +80,8 @@ class Tagger(nn.Module):
         if intent and n_intents == 0:
             raise ValueError("intent: true needs intent labels in the training data")
         self.window, self.pad_id, self.feedback = window, pad_id, feedback
-        self.dropout, self.dropouti, self.dropoute = dropout, dropouti, dropoute
-        self.embedding = nn.Embedding(vocab_size, sizes[0])
-        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+        self.dropout = p["dropout"]
+        self.embedding = DroppedEmbedding(vocab_size, sizes[0], p["dropoute"], p["dropouti"])
         opts = dict(cell_options or {})
         if feedback == "labels":
             if len(sizes) != 2:
@@ -95,7 +90,7 @@ class Tagger(nn.Module):
             opts.update(output_size=n_labels, output_activation="softmax")
         stack_sizes = [window * sizes[0], *sizes[1:]]
         n_dirs = 2 if bidirectional else 1
-        self.stacks = nn.ModuleList(RNNStack(cell, stack_sizes, dropouth, wdrop, opts)
+        self.stacks = nn.ModuleList(RNNStack(cell, stack_sizes, p["dropouth"], p["wdrop"], opts)
                                     for _ in range(n_dirs))
         out = self.stacks[0].output_size
         if feedback == "labels" and out != n_labels:
@@ -108,11 +103,10 @@ class Tagger(nn.Module):
         """(T, B) word ids -> (T, B, window · e) concatenated embeddings around each word."""
         k = self.window // 2
         padded = F.pad(words, (0, 0, k, k), value=self.pad_id)         # (T + 2k, B)
-        w = embedding_dropout(self.embedding.weight, self.dropoute, self.training)
-        e = F.embedding(padded, w)                                     # (T + 2k, B, e)
+        e = self.embedding.lookup(padded)                              # (T + 2k, B, e)
         T = words.size(0)
         x = torch.cat([e[j:j + T] for j in range(self.window)], dim=-1)
-        return locked_dropout(x, self.dropouti, self.training)
+        return self.embedding.locked(x)             # dropouti: one mask over the whole window
 
     def forward(self, words: Tensor, lengths: Tensor) -> TaggerOutput:
         x = self.windows(words)

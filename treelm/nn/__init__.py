@@ -1,1 +1,2 @@
-"""Shared layers: AWD-LSTM dropouts and the multi-layer recurrent stack."""
+"""Shared layers: the AWD-LSTM dropouts (declared once for every recurrent model), the embedding
+input layer and the multi-layer recurrent stack."""

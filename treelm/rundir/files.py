@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from treelm.errors import CheckpointError
 from treelm.text.tokenizers import Tokenizer, tokenizer_from_spec
@@ -46,6 +46,24 @@ def _role(name: str, role: str) -> str:
     return f"{role}.{name}" if role else name
 
 
+class _InRun:
+    """A read-only attribute of :class:`RunFiles`: the path of the run's file ``name``."""
+
+    def __init__(self, name: str, doc: str | None = None) -> None:
+        self.name = name
+        self.__doc__ = doc or f"``{name}`` in the run directory."
+
+    @overload
+    def __get__(self, files: None, owner: type[RunFiles]) -> _InRun: ...
+    @overload
+    def __get__(self, files: RunFiles, owner: type[RunFiles]) -> Path: ...
+    def __get__(self, files: RunFiles | None, owner: type[RunFiles]) -> Path | _InRun:
+        return self if files is None else files.path / self.name
+
+    def __set__(self, files: RunFiles, value: Any) -> None:
+        raise AttributeError(f"a run's file names are fixed ({self.name})")   # as a property
+
+
 class RunFiles:
     """The files of the run directory ``path`` (which need not exist yet)."""
 
@@ -53,30 +71,13 @@ class RunFiles:
         self.path = Path(path)
 
     # ------------------------------------------------------------------ names
-    @property
-    def config(self) -> Path:
-        return self.path / CONFIG
-
-    @property
-    def data(self) -> Path:
-        return self.path / DATA
-
-    @property
-    def metrics(self) -> Path:
-        return self.path / METRICS
-
-    @property
-    def pointer(self) -> Path:
-        return self.path / POINTER
-
-    @property
-    def ckpt(self) -> Path:
-        return self.path / CKPT
-
-    @property
-    def lock(self) -> Path:
-        """The writer's lock (:mod:`treelm.rundir.lock`), present while a writer holds it."""
-        return self.path / LOCK
+    config = _InRun(CONFIG)
+    data = _InRun(DATA)
+    metrics = _InRun(METRICS)
+    pointer = _InRun(POINTER)
+    ckpt = _InRun(CKPT)
+    lock = _InRun(LOCK, "The writer's lock (:mod:`treelm.rundir.lock`), present while a writer "
+                        "holds it.")
 
     def vocab_path(self, role: str = "") -> Path:
         return self.path / _role("vocab.json", role)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -231,19 +231,25 @@ def mean_leaf_depth(tree: Tree) -> float:
     return sum(depths) / len(depths) if depths else 0.0
 
 
-def tree_to_brackets(tree: Tree) -> str:
-    """Bracketed string, e.g. ``((the cat) (sat down))``; leaves are rendered with ``str``."""
+def _write(tree: Tree, brackets: str, sep: str, leaf: Callable[[Any], str]) -> str:
+    """``tree`` as text: each node's children between ``brackets[0]`` and ``brackets[1]``,
+    siblings separated by ``sep``, each leaf as ``leaf(it)``. Iterative (no recursion limit)."""
     parts: list[str] = []
     prev = None
     for kind, item in _events(tree):
         if kind == _CLOSE:
-            parts.append(")")
+            parts.append(brackets[1])
         else:
             if prev is not None and prev != _OPEN:
-                parts.append(" ")
-            parts.append("(" if kind == _OPEN else str(item))
+                parts.append(sep)
+            parts.append(brackets[0] if kind == _OPEN else leaf(item))
         prev = kind
     return "".join(parts)
+
+
+def tree_to_brackets(tree: Tree) -> str:
+    """Bracketed string, e.g. ``((the cat) (sat down))``; leaves are rendered with ``str``."""
+    return _write(tree, "()", " ", str)
 
 
 def tree_to_json(tree: Tree) -> str:
@@ -252,17 +258,7 @@ def tree_to_json(tree: Tree) -> str:
     Leaves are encoded with ``json.dumps`` (so they must be JSON-serialisable); tuples become
     lists. The encoder is iterative, unlike ``json.dumps`` on a deeply nested list.
     """
-    parts: list[str] = []
-    prev = None
-    for kind, item in _events(tree):
-        if kind == _CLOSE:
-            parts.append("]")
-        else:
-            if prev is not None and prev != _OPEN:
-                parts.append(",")
-            parts.append("[" if kind == _OPEN else json.dumps(item, ensure_ascii=False))
-        prev = kind
-    return "".join(parts)
+    return _write(tree, "[]", ",", lambda leaf: json.dumps(leaf, ensure_ascii=False))
 
 
 def ascii_tree(tree: Tree) -> str:

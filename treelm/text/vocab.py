@@ -17,6 +17,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import overload
 
 from treelm.errors import TreelmError
 
@@ -33,6 +34,31 @@ class UnknownSymbolError(TreelmError):
 def check_unk_policy(unk: str) -> None:
     if unk not in UNK_POLICIES:
         raise TreelmError(f"unknown token policy {unk!r}; choose one of {', '.join(UNK_POLICIES)}")
+
+
+class _SpecialId:
+    """A read-only attribute of :class:`Vocab`: the id of the special ``symbol``, or an
+    :class:`UnknownSymbolError` where the vocabulary has none (a label vocabulary's ``unk``)."""
+
+    def __init__(self, symbol: str) -> None:
+        self.symbol = symbol
+        self.__doc__ = f"The id of {symbol}."
+
+    @overload
+    def __get__(self, vocab: None, owner: type[Vocab]) -> _SpecialId: ...
+    @overload
+    def __get__(self, vocab: Vocab, owner: type[Vocab]) -> int: ...
+    def __get__(self, vocab: Vocab | None, owner: type[Vocab]) -> int | _SpecialId:
+        if vocab is None:
+            return self
+        i = vocab.stoi.get(self.symbol)
+        if i is None or self.symbol not in vocab.specials:
+            raise UnknownSymbolError(f"this vocabulary has no {self.symbol} symbol "
+                                     f"(specials: {', '.join(vocab.specials) or 'none'})")
+        return i
+
+    def __set__(self, vocab: Vocab, value: int) -> None:
+        raise AttributeError(f"the id of {self.symbol} is the vocabulary's")    # as a property
 
 
 class Vocab:
@@ -68,28 +94,10 @@ class Vocab:
     def __contains__(self, symbol: str) -> bool:
         return symbol in self.stoi
 
-    def _special(self, name: str) -> int:
-        i = self.stoi.get(name)
-        if i is None or name not in self.specials:
-            raise UnknownSymbolError(f"this vocabulary has no {name} symbol "
-                                     f"(specials: {', '.join(self.specials) or 'none'})")
-        return i
-
-    @property
-    def pad(self) -> int:
-        return self._special(PAD)
-
-    @property
-    def bos(self) -> int:
-        return self._special(BOS)
-
-    @property
-    def eos(self) -> int:
-        return self._special(EOS)
-
-    @property
-    def unk(self) -> int:
-        return self._special(UNK)
+    pad = _SpecialId(PAD)
+    bos = _SpecialId(BOS)
+    eos = _SpecialId(EOS)
+    unk = _SpecialId(UNK)
 
     def unknown(self, symbols: Iterable[str]) -> list[int]:
         """Positions of the symbols outside the vocabulary."""
