@@ -17,6 +17,16 @@ GRADFLOW_EPILOG = """examples:
 
 
 def cmd_gradflow(args: argparse.Namespace) -> int:
+    """how far gradients reach back in time, per cell
+
+    Measure the mean norm of dL_T/dh_t against the lag T - t, where L_T is the cross-entropy loss of
+    the last step only, for trained runs (--runs) or freshly initialised cells (--cells, one layer
+    with one-hot input and a random decoder), all on the same batch. Prints the norms at a few lags;
+    writes every lag as CSV (lag,cell,mean_grad_norm) with --csv and a log-scale plot with -o; for
+    the Elman SRN also reports the largest singular value of W_hh against the 1/gamma bound of
+    Pascanu, Mikolov & Bengio (2013): vanishing is guaranteed when sigma_max < 1/gamma (gamma = 1
+    for tanh).
+    """
     import torch
 
     from treelm.analysis.gradflow import flow_study, plot, study_title, write_csv
@@ -55,18 +65,7 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
 
 
 def add_gradflow(sub: Any) -> argparse.ArgumentParser:
-    g = add_verb(sub, "gradflow", cmd_gradflow,
-        help="how far gradients reach back in time, per cell",
-        description="Measure the mean norm of dL_T/dh_t against the lag T - t, where L_T is "
-                    "the cross-entropy loss of the last step only, for trained runs (--runs) "
-                    "or freshly initialised cells (--cells, one layer with one-hot input and a "
-                    "random decoder), all on the same batch. Prints the norms at a few lags; "
-                    "writes every lag as CSV (lag,cell,mean_grad_norm) with --csv and a "
-                    "log-scale plot with -o; for the Elman SRN also reports the largest "
-                    "singular value of W_hh against the 1/gamma bound of Pascanu, Mikolov & "
-                    "Bengio (2013): vanishing is guaranteed when sigma_max < 1/gamma (gamma = "
-                    "1 for tanh).",
-        epilog=GRADFLOW_EPILOG)
+    g = add_verb(sub, "gradflow", cmd_gradflow, epilog=GRADFLOW_EPILOG)
     src = g.add_mutually_exclusive_group()
     src.add_argument("--runs", nargs="+", metavar="RUN_DIR", help="trained run directories")
     src.add_argument("--cells", nargs="+", metavar="CELL",

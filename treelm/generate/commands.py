@@ -70,6 +70,14 @@ class SymbolWriter:
 
 # ----------------------------------------------------------------------------- generate
 def cmd_generate(args: argparse.Namespace) -> int:
+    """generate text from a trained language model
+
+    Prime a trained language model with a prompt and print what follows, symbol by symbol as it is
+    produced (words joined by spaces, characters as they are, <eos> as a newline). Sampling
+    (default) draws from softmax(logits / T), optionally truncated to the top-k symbols and/or the
+    top-p nucleus (Holtzman et al. 2020); --temperature 0 is greedy. --beam B runs beam search
+    instead and prints the most probable continuation, ending at <eos> or after --length symbols.
+    """
     import torch
 
     from treelm.decode.beam import beam_search
@@ -119,16 +127,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def add_generate(sub: Any) -> argparse.ArgumentParser:
-    g = add_verb(sub, "generate", cmd_generate,
-        help="generate text from a trained language model",
-        description="Prime a trained language model with a prompt and print what follows, "
-                    "symbol by symbol as it is produced (words joined by spaces, characters as "
-                    "they are, <eos> as a newline). Sampling (default) draws from "
-                    "softmax(logits / T), optionally truncated to the top-k symbols and/or the "
-                    "top-p nucleus (Holtzman et al. 2020); --temperature 0 is greedy. --beam B "
-                    "runs beam search instead and prints the most probable continuation, "
-                    "ending at <eos> or after --length symbols.",
-        epilog=GENERATE_EPILOG)
+    g = add_verb(sub, "generate", cmd_generate, epilog=GENERATE_EPILOG)
     g.add_argument("run_dir")
     g.add_argument("--prompt", default="", help="text to start from (default: empty = a new "
                    "line)")
@@ -188,6 +187,12 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    """the most likely next symbols after given prefixes
+
+    Print, for each --prompt, the K most likely next symbols and their probabilities under a trained
+    language model (the prefix is read as the start of a line). Sutskever, Martens & Hinton (2011)
+    show a character MRNN predicting 'n' after 'fixi'.
+    """
     if args.top_k < 1:
         raise TreelmError(f"--top-k must be >= 1, got {args.top_k}")
     from treelm.run import open_run
@@ -206,13 +211,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def add_probe(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "probe", cmd_probe,
-        help="the most likely next symbols after given prefixes",
-        description="Print, for each --prompt, the K most likely next symbols and their "
-                    "probabilities under a trained language model (the prefix is read as the "
-                    "start of a line). Sutskever, Martens & Hinton (2011) show a character "
-                    "MRNN predicting 'n' after 'fixi'.",
-        epilog=PROBE_EPILOG)
+    p = add_verb(sub, "probe", cmd_probe, epilog=PROBE_EPILOG)
     p.add_argument("run_dir")
     p.add_argument("--prompt", action="append", required=True, metavar="TEXT",
                    help="a prefix to continue (repeat for several)")

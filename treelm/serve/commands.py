@@ -16,6 +16,14 @@ SERVE_EPILOG = """examples:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """a local web page to look at trained runs (trees, gates, translations)
+
+    Serve a page (and the JSON endpoints of docs/serve.md) over the runs given: type a sentence and
+    see the tree a language model's ON-LSTM layers induce under both tree rules with the gate levels
+    of every layer, sample text and the next-symbol probabilities; a translation run's translation,
+    its attention and (ON-LSTM encoder) the source tree; a tagging run's slots. Runs are opened once
+    and named by their directory; nothing is fetched from the network.
+    """
     from treelm.serve.server import App, make_server
 
     if not 0 <= args.port <= 65535:
@@ -39,16 +47,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def add_serve(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "serve", cmd_serve,
-        help="a local web page to look at trained runs (trees, gates, translations)",
-        description="Serve a page (and the JSON endpoints of docs/serve.md) over the runs "
-                    "given: type a sentence and see the tree a language model's ON-LSTM layers "
-                    "induce under both tree rules with the gate levels of every layer, sample "
-                    "text and the next-symbol probabilities; a translation run's translation, "
-                    "its attention and (ON-LSTM encoder) the source tree; a tagging run's "
-                    "slots. Runs are opened once and named by their directory; nothing is "
-                    "fetched from the network.",
-        epilog=SERVE_EPILOG)
+    p = add_verb(sub, "serve", cmd_serve, epilog=SERVE_EPILOG)
     p.add_argument("runs", nargs="+", metavar="RUN", help="trained run directories")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")

@@ -27,6 +27,13 @@ SUITE_EPILOG = """examples:
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
+    """Marvin & Linzen (2018): agreement, reflexives, NPIs
+
+    Score minimal pairs (Marvin & Linzen 2018: subject-verb agreement, reflexive anaphora, negative
+    polarity items; templates re-made in Penn Treebank words) with each run: a pair is correct when
+    the grammatical sentence has the higher log-probability (<eos> + sentence + <eos>). Prints the
+    pairs and the accuracy per construction, one column per run.
+    """
     from treelm.suite.report import agreement_report, format_table
 
     if args.batch_size < 1:
@@ -68,14 +75,7 @@ def add_suite(sub: Any) -> argparse.ArgumentParser:
                        "`treelm suite SUITE --help` explains each.",
                        epilog=SUITE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     suites = p.add_subparsers(dest="suite", metavar="SUITE", required=True)
-    a = add_verb(suites, "agreement", cmd_agreement,
-        help="Marvin & Linzen (2018): agreement, reflexives, NPIs",
-        description="Score minimal pairs (Marvin & Linzen 2018: subject-verb agreement, "
-                    "reflexive anaphora, negative polarity items; templates re-made in Penn "
-                    "Treebank words) with each run: a pair is correct when the grammatical "
-                    "sentence has the higher log-probability (<eos> + sentence + <eos>). "
-                    "Prints the pairs and the accuracy per construction, one column per run.",
-        epilog=SUITE_EPILOG)
+    a = add_verb(suites, "agreement", cmd_agreement, epilog=SUITE_EPILOG)
     a.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="language-model runs")
     a.add_argument("--pairs", metavar="FILE", help="score these pairs instead: one a line, "
                    "construction<TAB>grammatical<TAB>ungrammatical (optional header line)")

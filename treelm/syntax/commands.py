@@ -153,6 +153,20 @@ def _add_text_options(p: argparse.ArgumentParser) -> None:
 
 # ----------------------------------------------------------------------------- parse
 def cmd_parse(args: argparse.Namespace) -> int:
+    """induce constituency trees with a trained ON-LSTM language model
+
+    Print the binary tree read off an ON-LSTM language model for each sentence (Shen et al. 2019,
+    Sec. 5.2): every sentence is read alone as <eos> w1 .. wn <eos> and split top-down at the words
+    with the highest master-forget-gate level d_f of one layer. Input: the SENTENCE argument,
+    --input (one sentence per line), or stdin (SENTENCE absent or '-'); words are
+    whitespace-separated unless --segment jieba. Output: one line per sentence (brackets, json) or
+    one drawing per sentence (ascii); an empty input line gives an empty output line. json objects
+    hold the tokens, the positions of out-of-vocabulary words and, per layer, the tree (nested
+    lists) and the levels df, di. A translation run whose encoder has ON-LSTM layers gives
+    source-side trees: each source sentence is read by the run's source tokenizer (BPE pieces, or
+    words) and by the encoder as the model reads sources (x1 .. xn <eos>), and the tree is over its
+    pieces; layers are the encoder's.
+    """
     from treelm.syntax.parse import parse_lines
     from treelm.text.inputs import UnknownSymbols, source_name
 
@@ -179,23 +193,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def add_parse(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "parse", cmd_parse,
-        help="induce constituency trees with a trained ON-LSTM language model",
-        description="Print the binary tree read off an ON-LSTM language model for each "
-                    "sentence (Shen et al. 2019, Sec. 5.2): every sentence is read alone as "
-                    "<eos> w1 .. wn <eos> and split top-down at the words with the highest "
-                    "master-forget-gate level d_f of one layer. Input: the SENTENCE argument, "
-                    "--input (one sentence per line), or stdin (SENTENCE absent or '-'); words "
-                    "are whitespace-separated unless --segment jieba. Output: one line per "
-                    "sentence (brackets, json) or one drawing per sentence (ascii); an empty "
-                    "input line gives an empty output line. json objects hold the tokens, the "
-                    "positions of out-of-vocabulary words and, per layer, the tree (nested "
-                    "lists) and the levels df, di. A translation run whose encoder has ON-LSTM "
-                    "layers gives source-side trees: each source sentence is read by the run's "
-                    "source tokenizer (BPE pieces, or words) and by the encoder as the model "
-                    "reads sources (x1 .. xn <eos>), and the tree is over its pieces; layers "
-                    "are the encoder's.",
-        epilog=PARSE_EPILOG)
+    p = add_verb(sub, "parse", cmd_parse, epilog=PARSE_EPILOG)
     p.add_argument("run_dir", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (a language model, or a translation "
                    "model's encoder)")
@@ -217,6 +215,15 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
 
 # ----------------------------------------------------------------------------- eval-parse
 def cmd_eval_parse(args: argparse.Namespace) -> int:
+    """unlabeled parsing F1 of a run's ON-LSTM layers against a treebank
+
+    Score the trees read off every ON-LSTM layer (or --layer K) against gold Penn-Treebank trees,
+    next to the trivial baselines, as in Table 2 of Shen et al. (2019): sentence-level F1 (the
+    paper's number) and corpus-level F1, per-label recall, mean word depth and tree height. Gold
+    trees get the ON-LSTM/PRPN preprocessing (punctuation and empty elements removed, lower-case,
+    digits -> N); --max-len 10 on the whole WSJ gives WSJ10. Without RUN_DIR, --baseline scores
+    baselines alone.
+    """
     from treelm.syntax.report import format_table, parsing_report
 
     _check_positive("--batch-size", args.batch_size)
@@ -250,16 +257,7 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
 
 
 def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "eval-parse", cmd_eval_parse,
-        help="unlabeled parsing F1 of a run's ON-LSTM layers against a treebank",
-        description="Score the trees read off every ON-LSTM layer (or --layer K) against gold "
-                    "Penn-Treebank trees, next to the trivial baselines, as in Table 2 of Shen "
-                    "et al. (2019): sentence-level F1 (the paper's number) and corpus-level "
-                    "F1, per-label recall, mean word depth and tree height. Gold trees get the "
-                    "ON-LSTM/PRPN preprocessing (punctuation and empty elements removed, "
-                    "lower-case, digits -> N); --max-len 10 on the whole WSJ gives WSJ10. "
-                    "Without RUN_DIR, --baseline scores baselines alone.",
-        epilog=EVAL_EPILOG)
+    p = add_verb(sub, "eval-parse", cmd_eval_parse, epilog=EVAL_EPILOG)
     p.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (optional with --baseline)")
     p.add_argument("--treebank", required=True, metavar="nltk-dev|nltk-test|nltk|PATH",
@@ -314,6 +312,14 @@ def _levels_of(args: argparse.Namespace) -> tuple[Any, list[str], int, Any]:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    """heat map of a sentence's ON-LSTM levels with the induced tree
+
+    Draw the master-forget-gate levels d_f of every ON-LSTM layer for one sentence (or d_i with
+    --gate input) as a heat map (rows: layers from 1 at the top; columns: words), with the tree
+    induced from one layer drawn above (cf. Shen et al. 2019, Fig. 3). Words outside the vocabulary
+    are marked with *. The format follows the file extension (PNG, SVG, PDF). A translation run
+    draws its encoder's levels over the source pieces.
+    """
     from treelm.syntax.render import plot_sentence_levels
 
     check_output(args.output, IMAGE_SUFFIXES, "plot")
@@ -326,15 +332,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def add_plot(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "plot", cmd_plot,
-        help="heat map of a sentence's ON-LSTM levels with the induced tree",
-        description="Draw the master-forget-gate levels d_f of every ON-LSTM layer for one "
-                    "sentence (or d_i with --gate input) as a heat map (rows: layers from 1 at "
-                    "the top; columns: words), with the tree induced from one layer drawn "
-                    "above (cf. Shen et al. 2019, Fig. 3). Words outside the vocabulary are "
-                    "marked with *. The format follows the file extension (PNG, SVG, PDF). A "
-                    "translation run draws its encoder's levels over the source pieces.",
-        epilog=PLOT_EPILOG)
+    p = add_verb(sub, "plot", cmd_plot, epilog=PLOT_EPILOG)
     p.add_argument("run_dir", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (a language model, or a translation "
                    "model's encoder)")
@@ -358,6 +356,14 @@ def add_plot(sub: Any) -> argparse.ArgumentParser:
 
 
 def cmd_plot_tree(args: argparse.Namespace) -> int:
+    """draw a tree (given, or induced from a sentence) as an image
+
+    Draw one binary or n-ary tree as a dendrogram image. The tree is given in brackets, ((the cat)
+    (sat down)), as printed by 'treelm parse --format brackets', or with --format json as nested
+    lists, [["the","cat"],["sat","down"]]; TREE absent or '-' reads it from stdin. With --run
+    RUN_DIR the argument is a sentence instead, parsed by the run's model as in 'treelm parse'. The
+    image format follows the file extension.
+    """
     from treelm.syntax.render import plot_tree
     from treelm.syntax.trees import read_bracket_tree, read_json_tree
 
@@ -381,16 +387,7 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
 
 
 def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "plot-tree", cmd_plot_tree,
-        help="draw a tree (given, or induced from a sentence) as an image",
-        description="Draw one binary or n-ary tree as a dendrogram image. The tree is given in "
-                    "brackets, ((the cat) (sat down)), as printed by 'treelm parse --format "
-                    "brackets', or with --format json as nested lists, "
-                    "[[\"the\",\"cat\"],[\"sat\",\"down\"]]; TREE absent or '-' reads it from "
-                    "stdin. With --run RUN_DIR the argument is a sentence instead, parsed by "
-                    "the run's model as in 'treelm parse'. The image format follows the file "
-                    "extension.",
-        epilog=PLOT_TREE_EPILOG)
+    p = add_verb(sub, "plot-tree", cmd_plot_tree, epilog=PLOT_TREE_EPILOG)
     p.add_argument("tree", nargs="?", metavar="TREE|SENTENCE",
                    help="the tree (or, with --run, the sentence); default or '-': stdin")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="image to write")

@@ -17,6 +17,12 @@ TAG_EPILOG = """examples:
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
+    """label each word of utterances with its slot (slot filling)
+
+    Read utterances (one a line, words separated by spaces) from --input or stdin and print each
+    with its slots in brackets, or as JSON (words, tags, slots, intent); a blank line gives an empty
+    line (an empty JSON result), input without any text is an error.
+    """
     from treelm.run import open_run
     from treelm.tag.slots import as_json, as_text, read_utterances, tag_utterances
     from treelm.text.inputs import UnknownSymbols, input_lines, source_name
@@ -35,13 +41,7 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def add_tag(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "tag", cmd_tag,
-        help="label each word of utterances with its slot (slot filling)",
-        description="Read utterances (one a line, words separated by spaces) from --input or "
-                    "stdin and print each with its slots in brackets, or as JSON (words, tags, "
-                    "slots, intent); a blank line gives an empty line (an empty JSON result), "
-                    "input without any text is an error.",
-        epilog=TAG_EPILOG)
+    p = add_verb(sub, "tag", cmd_tag, epilog=TAG_EPILOG)
     p.add_argument("run_dir")
     p.add_argument("--input", metavar="FILE", help="utterances, one a line (default: stdin)")
     p.add_argument("--format", choices=["text", "json"], default="text",

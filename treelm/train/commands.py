@@ -19,6 +19,12 @@ TRAIN_EPILOG = """examples:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """train a model from a YAML config (or resume a run)
+
+    Train a model from a YAML config into a run directory. Overrides are dotted key=value pairs,
+    e.g. train.lr=0.002 model.cell=lstm train.max_minutes=60. Under torchrun the same command trains
+    with DistributedDataParallel.
+    """
     from treelm.config import apply_overrides, load_config
     from treelm.rundir.files import RunFiles
     from treelm.tasks import saved_config
@@ -45,13 +51,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def add_train(sub: Any) -> argparse.ArgumentParser:
-    t = add_verb(sub, "train", cmd_train,
-        help="train a model from a YAML config (or resume a run)",
-        description="Train a model from a YAML config into a run directory. Overrides are "
-                    "dotted key=value pairs, e.g. train.lr=0.002 model.cell=lstm "
-                    "train.max_minutes=60. Under torchrun the same command trains with "
-                    "DistributedDataParallel.",
-        epilog=TRAIN_EPILOG)
+    t = add_verb(sub, "train", cmd_train, epilog=TRAIN_EPILOG)
     t.add_argument("--config", help="YAML config (see configs/)")
     t.add_argument("--out", help="run directory to create")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint")
@@ -72,6 +72,16 @@ EVAL_EPILOG = """examples:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """score a trained run on a split or a data file (perplexity, bits/char, F1, accuracy, BLEU)
+
+    Evaluate a run's best checkpoint on a split of its config, or on any data in the task's own
+    format (--data), and print JSON with the task's scores: perplexity for word models, bits per
+    character for character models, chunk F1 for slot filling, accuracy for logic, BLEU and chrF for
+    translation (after sacreBLEU's lines with their signatures). --data reads: a text file (language
+    model); a directory with seq.in/seq.out[/label] or a CoNLL file (tagging); Bowman's
+    relation<TAB>formula<TAB>formula file or his directory of test<n> files (logic); a file stem
+    STEM with STEM.<src> and STEM.<tgt>, plain or .gz (translation).
+    """
     import math
 
     from treelm.run import open_run
@@ -109,20 +119,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def add_eval(sub: Any) -> argparse.ArgumentParser:
     from treelm.run import add_run_options
 
-    e = add_verb(sub, "eval", cmd_eval,
-        help="score a trained run on a split or a data file (perplexity, bits/char, F1, "
-             "accuracy, BLEU)",
-        description="Evaluate a run's best checkpoint on a split of its config, or on any data "
-                    "in the task's own format (--data), and print JSON with the task's scores: "
-                    "perplexity for word models, bits per character for character models, "
-                    "chunk F1 for slot filling, accuracy for logic, BLEU and chrF for "
-                    "translation (after sacreBLEU's lines with their signatures). --data "
-                    "reads: a text file (language model); a directory with "
-                    "seq.in/seq.out[/label] or a CoNLL file (tagging); Bowman's "
-                    "relation<TAB>formula<TAB>formula file or his directory of test<n> files "
-                    "(logic); a file stem STEM with STEM.<src> and STEM.<tgt>, plain or .gz "
-                    "(translation).",
-        epilog=EVAL_EPILOG)
+    e = add_verb(sub, "eval", cmd_eval, epilog=EVAL_EPILOG)
     e.add_argument("run_dir")
     e.add_argument("--split", choices=["valid", "test"],
                    help="a split of the run's config (default valid)")

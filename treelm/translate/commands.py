@@ -18,6 +18,12 @@ TRANSLATE_EPILOG = """examples:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    """translate sentences with a trained translation run
+
+    Read sentences (one a line, plain text) from --input or stdin and print one translation a line,
+    in the input's order (an empty line gives an empty line; input without any text is an error);
+    progress on stderr for a file.
+    """
     from treelm.run import open_run
     from treelm.text.inputs import input_lines, source_name
     from treelm.translate.stream import check_options, translate_stream
@@ -33,13 +39,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def add_translate(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "translate", cmd_translate,
-        help="translate sentences with a trained translation run",
-        description="Read sentences (one a line, plain text) from --input or stdin and print "
-                    "one translation a line, in the input's order (an empty line gives an "
-                    "empty line; input without any text is an error); progress on stderr for a "
-                    "file.",
-        epilog=TRANSLATE_EPILOG)
+    p = add_verb(sub, "translate", cmd_translate, epilog=TRANSLATE_EPILOG)
     p.add_argument("run_dir")
     p.add_argument("--input", metavar="FILE", help="sentences, one a line (default: stdin)")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
