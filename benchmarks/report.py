@@ -135,7 +135,7 @@ def precision_section(path: Path, rec: dict) -> list[str]:
     simd = ", ".join(rec.get("machine", {}).get("cpu_simd", [])) or "?"
     auto = rec.get("auto", {})
     out = [f"## Training precision (`benchmarks/precision.py`), {_machine_short(rec)}, "
-           f"{str(rec['date'])[:10]}", "",
+           f"{str(rec['date'])[:10]}, `{path.name}`", "",
            f"Record `{_where(path)}`, command `{rec['command']}`; {machine_line(rec)}; vector "
            f"extensions {simd}. `train.precision: auto` chose **{auto.get('precision', '?')}**: "
            f"{auto.get('reason', '?')}.", "",
