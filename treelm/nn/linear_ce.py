@@ -44,11 +44,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_z = torch.empty(n, v, dtype=dtype, device=h.device)
         grad_b = torch.zeros(v, dtype=acc, device=h.device) if bias is not None else None
         total = torch.zeros((), dtype=torch.float64, device=h.device)
+        b = None if bias is None else bias.to(acc)       # once, not per block
         for lo in range(0, n, block):
             hi = min(lo + block, n)
             z = torch.mm(hc[lo:hi], wc.t()).to(acc)
-            if bias is not None:
-                z += bias.to(acc)
+            if b is not None:
+                z += b
             logp = torch.log_softmax(z, dim=1)
             t = target[lo:hi].unsqueeze(1)
             total -= logp.gather(1, t).sum(dtype=torch.float64)
@@ -59,7 +60,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad_z[lo:hi] = p
         ctx.save_for_backward(hc, wc, grad_z, grad_b)
         ctx.n, ctx.dtypes = n, (h.dtype, weight.dtype)
-        return (total / n).to(torch.float64 if h.dtype == torch.float64 else torch.float32)
+        return (total / n).to(acc)
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):  # type: ignore[override]
