@@ -9,7 +9,7 @@ import torch
 from treelm.cells.lstm import LSTM
 from treelm.config import load_config
 from treelm.models import build_model
-from treelm.train.builders import train_sections
+from treelm.train.builders import read_config
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_char_configs_have_equal_parameter_counts(root, counter, vocab, size):
 def test_char_config_is_valid(root, cell, size):
     cfg = load_config(root / f"configs/ptb-char-{cell}-{size}.yaml")
     assert cfg["data"]["source"] == "ptb-char" and cfg["model"]["cell"] == cell
-    tc, _, _ = train_sections(cfg)
+    tc, _ = read_config(cfg)
     assert tc.optimizer == "adam" and tc.clip > 0
     model = build_model(cfg["model"], vocab_size=50)
     if cell in ("mrnn", "tensor"):
@@ -59,10 +59,10 @@ def test_general_char_lstm_config(root):
     """The AWD-LSTM character recipe its header quotes: three LSTM layers 1000-1000-200 on a
     200-dimensional tied embedding, Adam at 2e-3, clip 0.25, BPTT 150, batches of 128."""
     cfg = load_config(root / "configs/ptb-char-lstm.yaml")
-    tc, cls, options = train_sections(cfg)
-    assert cfg["data"]["source"] == "ptb-char" and cls.name == "lm"
+    tc, config = read_config(cfg)
+    assert config.data.source == "ptb-char" and config.task.name == "lm"
     assert (tc.optimizer, tc.lr, tc.clip) == ("adam", 2e-3, 0.25)
-    assert (options.bptt, options.batch_size) == (150, 128)
+    assert (config.options.bptt, config.options.batch_size) == (150, 128)
     model = build_model(cfg["model"], vocab_size=51)
     cells = model.layer_cells()
     assert [c.hidden_size for c in cells] == [1000, 1000, 200]

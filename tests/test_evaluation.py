@@ -238,14 +238,14 @@ def test_every_task_reports_its_evaluation(config, unit, capsys, monkeypatch):
     """Each task's evaluation counts its units on stderr (an untrained model: the same code);
     the scores do not depend on whether it talks."""
     from treelm.config import load_config
-    from treelm.train.builders import build_task, build_task_model, train_sections
+    from treelm.train.builders import build_task, build_task_model, read_config
 
     monkeypatch.chdir(ROOT)
     cfg = load_config(f"configs/{config}.yaml")
-    _, cls, options = train_sections(cfg)
+    _, config = read_config(cfg)
     torch.manual_seed(0)
-    task = build_task(cfg, cls, options, torch.device("cpu"))
-    model = build_task_model(cfg, task)
+    task = build_task(config, torch.device("cpu"))
+    model = build_task_model(config, task)
     monkeypatch.delenv(progress.ENV_VAR, raising=False)
     quiet = task.evaluate(model, "valid").scores
     assert capsys.readouterr().err == ""

@@ -34,7 +34,7 @@ from treelm.data.logic import (
 from treelm.models import build_model
 from treelm.models.pair import PairClassifier
 from treelm.rundir.files import read_metrics
-from treelm.tasks import task_class, task_options
+from treelm.tasks import read_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -289,8 +289,8 @@ def test_configs_have_equal_parameter_counts(capsys):
 def tiny_task(**data):
     cfg = yaml.safe_load((ROOT / "configs/tiny-logic.yaml").read_text())
     cfg["data"].update(data)
-    cls = task_class(cfg)
-    return cls.create(cfg, task_options(cls, cfg), torch.device("cpu"))
+    config = read_run_config(cfg)
+    return config.task.create(config, torch.device("cpu"))
 
 
 def test_batches_resume_from_their_position_and_shard_equally():
@@ -303,8 +303,7 @@ def test_batches_resume_from_their_position_and_shard_equally():
     again = tiny_task()
     again.load_state_dict(state)
     assert [b.data[4].tolist() for b in again.batches()] == rest
-    cfg = task.cfg
-    shards = [task_class(cfg).create(cfg, task.options, torch.device("cpu"), rank, 2)
+    shards = [task.config.task.create(task.config, torch.device("cpu"), rank, 2)
               for rank in (0, 1)]
     orders = [[i for b in s.batch_order() for i in b] for s in shards]
     assert len(orders[0]) == len(orders[1]) and not set(orders[0]) & set(orders[1])
@@ -361,9 +360,9 @@ def test_the_epoch_iterator_keeps_the_batch_order_of_before(world):
     cfg = yaml.safe_load((ROOT / rec["config"]).read_text())
     cfg["data"].update(rec["data"])
     cfg["train"].update(rec["train"])
-    cls = task_class(cfg)
+    config = read_run_config(cfg)
     for rank in range(world):
-        task = cls.create(cfg, task_options(cls, cfg), torch.device("cpu"), rank, world)
+        task = config.task.create(config, torch.device("cpu"), rank, world)
         keys = [max(len(r[0]), len(r[1])) for r in task.encoded("train")]
         for epoch, recorded in enumerate(rec["orders"][f"{rank}/{world}"]):
             ours = [b.data[4].tolist() for b in task.batches()]     # the relations, in order

@@ -17,7 +17,7 @@ import yaml
 from treelm.cells import make_cell
 from treelm.cli import main
 from treelm.kernels import precision
-from treelm.train.builders import build_task, build_task_model, train_sections
+from treelm.train.builders import build_task, build_task_model, read_config
 
 ROOT = Path(__file__).resolve().parents[1]
 BF16 = dict(device_type="cpu", dtype=torch.bfloat16)
@@ -156,10 +156,10 @@ def _tiny_task(config: str, **train):
     cwd = os.getcwd()
     os.chdir(ROOT)          # tiny configs name tests/data by relative path
     try:
-        _, cls, options = train_sections(cfg)
+        _, config = read_config(cfg)
         torch.manual_seed(0)
-        task = build_task(cfg, cls, options, torch.device("cpu"))
-        model = build_task_model(cfg, task)
+        task = build_task(config, torch.device("cpu"))
+        model = build_task_model(config, task)
     finally:
         os.chdir(cwd)
     return task, model

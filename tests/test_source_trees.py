@@ -30,7 +30,8 @@ from treelm.syntax.parse import parse_lines
 from treelm.syntax.source_levels import compute_source_levels, source_sentence_levels
 from treelm.syntax.sources import level_source
 from treelm.syntax.trees import build_tree, mirror_tree, read_bracket_tree, tree_leaves
-from treelm.tasks.translation import SPECIALS, TranslationOptions, TranslationTask
+from treelm.tasks import read_run_config
+from treelm.tasks.translation import SPECIALS, TranslationTask
 from treelm.text.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +160,7 @@ def test_bpe_pieces_are_the_leaves(tmp_path):
         (d / f"{stem}.de").write_text("".join(s + "\n" for s in lines))
         (d / f"{stem}.en").write_text("".join(s.upper() + "\n" for s in lines))
     cfg = {"task": "translation", "data": {"dir": str(d), "vocab_size": 60}}
-    task = TranslationTask.create(cfg, TranslationOptions(), torch.device("cpu"))
+    task = TranslationTask.create(read_run_config(cfg), torch.device("cpu"))
     model = _model(**task.model_dims())
     source = level_source(Run(tmp_path, cfg, task, model))
     assert source.layers == (1, 2) and source.tokenizer is task.src_tok

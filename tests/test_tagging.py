@@ -256,12 +256,13 @@ def test_tag_blank_lines_and_empty_input(tagging_run, capsys, tmp_path):
 def _slots_task(rank: int = 0, world: int = 1, batch_size: int = 7):
     import torch
 
-    from treelm.tasks.tagging import TaggingOptions, TaggingTask
+    from treelm.tasks import read_run_config
+    from treelm.tasks.tagging import TaggingTask
 
     data = {k: str(ROOT / "tests" / "data" / "slots" / k) for k in ("train", "valid", "test")}
-    return TaggingTask.create({"task": "tagging", "seed": 5, "data": data},
-                              TaggingOptions(batch_size=batch_size), torch.device("cpu"),
-                              rank, world)
+    config = read_run_config({"task": "tagging", "seed": 5, "data": data,
+                             "train": {"batch_size": batch_size}})
+    return TaggingTask.create(config, torch.device("cpu"), rank, world)
 
 
 @pytest.mark.parametrize("world", [1, 2])

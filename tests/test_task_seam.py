@@ -44,10 +44,9 @@ class MajorityTask(Task):
     name = "majority"
     Options = MajorityOptions
 
-    def __init__(self, cfg: dict[str, Any], options: MajorityOptions,
-                 device: torch.device) -> None:
-        super().__init__(cfg, options)
-        n = int(cfg["data"]["examples"])
+    def __init__(self, config: Any, device: torch.device) -> None:
+        super().__init__(config)
+        n = int(config.data["examples"])     # no DATA dataclass: the section as written
         # a task places its data on the trainer's device (the loop never moves batches)
         self.splits = {k: (x.to(device), y.to(device)) for k, (x, y) in
                        {"train": _examples(n, 1), "valid": _examples(200, 2),
@@ -55,13 +54,13 @@ class MajorityTask(Task):
         self.pos = 0
 
     @classmethod
-    def create(cls, cfg, options, device, rank=0, world=1):
-        return cls(cfg, options, device)
+    def create(cls, config, device, rank=0, world=1):
+        return cls(config, device)
 
     @classmethod
-    def open(cls, cfg, options, files, device, rank=0, world=1, with_data=False):
+    def open(cls, config, files, device, rank=0, world=1, with_data=False):
         assert (files.path / "majority.json").exists()     # its own table, saved by save()
-        return cls(cfg, options, device)
+        return cls(config, device)
 
     def save(self, files) -> None:
         (files.path / "majority.json").write_text(json.dumps({"symbols": [0, 1]}))

@@ -31,7 +31,8 @@ from treelm.decode.seq2seq import RecomputeStep, Seq2SeqStep
 from treelm.errors import ConfigError
 from treelm.models.rnn_attn import Attention, RNNAttention
 from treelm.rundir.files import RunFiles, read_metrics
-from treelm.tasks.translation import TranslationOptions, TranslationTask, smoothed_loss
+from treelm.tasks import read_run_config
+from treelm.tasks.translation import TranslationTask, smoothed_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,11 +116,11 @@ def test_bpe_tables_are_saved_and_read_back(tmp_path):
     for joint in (True, False):
         cfg = {"task": "translation", "data": {"dir": str(tmp_path / "d"), "vocab_size": 60,
                                               "joint": joint}}
-        task = TranslationTask.create(cfg, TranslationOptions(), torch.device("cpu"))
+        task = TranslationTask.create(read_run_config(cfg), torch.device("cpu"))
         files = RunFiles(tmp_path / f"run{joint}")
         files.path.mkdir()
         task.save(files)
-        again = TranslationTask.open(cfg, TranslationOptions(), files, torch.device("cpu"))
+        again = TranslationTask.open(read_run_config(cfg), files, torch.device("cpu"))
         assert again.src_vocab.itos == task.src_vocab.itos
         assert again.tgt_vocab.itos == task.tgt_vocab.itos
         assert again.src_tok.kind == "bpe"
@@ -150,8 +151,8 @@ def _synthetic_task(**options) -> TranslationTask:
     cfg = {"task": "translation", "seed": 3,
            "data": {"synthetic": "reverse", "synthetic_sizes": [300, 20, 20],
                     "synthetic_lengths": [3, 9]}}
-    return TranslationTask.create(cfg, TranslationOptions(max_tokens=200, **options),
-                                  torch.device("cpu"))
+    cfg["train"] = {"max_tokens": 200, **options}
+    return TranslationTask.create(read_run_config(cfg), torch.device("cpu"))
 
 
 def _rows(batches) -> list[tuple[int, ...]]:
@@ -393,9 +394,9 @@ def test_epoch_plan_is_the_one_translation_always_drew(world):
         for rank in range(world):
             cfg = {"task": "translation", "seed": 3,
                    "data": {"synthetic": "reverse", "synthetic_sizes": [300, 20, 20],
-                            "synthetic_lengths": [3, 9]}}
-            task = TranslationTask.create(cfg, TranslationOptions(max_tokens=200, bucket_pool=64),
-                                          torch.device("cpu"), rank, world)
+                            "synthetic_lengths": [3, 9]},
+                   "train": {"max_tokens": 200, "bucket_pool": 64}}
+            task = TranslationTask.create(read_run_config(cfg), torch.device("cpu"), rank, world)
             task.load_state_dict({"epoch": epoch, "pos": 0})
             rows = task.encoded("train")
             old = token_batches([len(s) for s, _ in rows], [len(t) for _, t in rows], 200,

@@ -64,20 +64,21 @@ def load_run(path: str | Path, which: str = "best",
     from treelm.models import build_model
     from treelm.rundir.checkpoint import load_weights, model_signature, read_pointer
     from treelm.rundir.files import RunFiles
-    from treelm.tasks import saved_config, task_class, task_options
+    from treelm.tasks import read_run_config, saved_config, task_class
 
     files = RunFiles(path)
     pointer = read_pointer(files.path)  # clear error if this is not a run directory
     cfg = saved_config(load_config(files.config))
-    cls = task_class(cfg)
+    cls = task_class(cfg)           # the task first: a run of another task is refused as such
     names = (expect,) if isinstance(expect, str) else expect
     if names is not None and cls.name not in names:
         raise CheckpointError(f"{files.path}: holds a {cls.name!r} run; this command needs a "
                               f"{' or '.join(map(repr, names))} run")
     for line in files.changed_data():
         print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
-    task = cls.open(cfg, task_options(cls, cfg), files, torch.device("cpu"))
-    model = build_model(cfg.get("model", {}), **task.model_dims())
+    config = read_run_config(cfg)
+    task = cls.open(config, files, torch.device("cpu"))
+    model = build_model(config.model, **task.model_dims())
     load_weights(files.path, model, which, model_signature(cfg))
     model.eval()
     return Run(files.path, cfg, task, model, pointer.get("precision", "fp32"))

@@ -255,7 +255,7 @@ def flow_study(cells: list[str] | None = None, runs: list[str] | None = None, *,
         models.append((c, c, None, None))
     for d in runs or []:
         r = load_run(d, checkpoint, expect="lm")
-        cell = r.cfg.get("model", {}).get("cell", "lstm")
+        cell = r.task.config.model.get("cell", "lstm")
         models.append((f"{cell}:{Path(d).name}", cell, r.model, r.vocab))
     if runs and len({m[1] for m in models}) == len(models):     # cell names are unique labels
         models = [(m[1], *m[1:]) for m in models]

@@ -20,16 +20,23 @@ MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM, "tagger": Tagger, "convs2s": 
                                       "pair": PairClassifier, "rnn_attn": RNNAttention}
 
 
-def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:
-    """The model a ``model:`` section names, with the sizes its task provides (``dims``, e.g.
-    ``vocab_size``; see :meth:`treelm.tasks.base.Task.model_dims`)."""
+def model_options(spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The model type a ``model:`` section names and its options, checked against that model's
+    signature and rules (unknown keys, types, ranges) without building anything: the sizes that
+    come from the data are not needed to find a typo."""
     spec = dict(spec)
     kind = spec.pop("type", "lm")
     if kind not in MODELS:
         raise ConfigError(f"unknown model type {kind!r}; choose one of {', '.join(MODELS)}")
     cls = MODELS[kind]
-    spec = check_kwargs(cls.__init__, spec, "model", getattr(cls, "RULES", None))
+    return kind, check_kwargs(cls.__init__, spec, "model", getattr(cls, "RULES", None))
+
+
+def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:
+    """The model a ``model:`` section names, with the sizes its task provides (``dims``, e.g.
+    ``vocab_size``; see :meth:`treelm.tasks.base.Task.model_dims`)."""
+    kind, options = model_options(spec)
     try:
-        return cls(**dims, **spec)
+        return MODELS[kind](**dims, **options)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"bad model options for {kind!r}: {e}") from None

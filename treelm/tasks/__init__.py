@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from treelm.config import parse_section
+from treelm.config import SECTIONS, parse_section
 from treelm.errors import ConfigError
-from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.models import model_options
+from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, Task, TaskOptions
 from treelm.tasks.listops import ListOpsTask
 from treelm.tasks.lm import LMTask
 from treelm.tasks.logic import LogicTask
@@ -19,7 +20,8 @@ from treelm.tasks.translation import TranslationTask
 TASKS: dict[str, type[Task]] = {"lm": LMTask, "tagging": TaggingTask, "logic": LogicTask,
                                 "translation": TranslationTask, "listops": ListOpsTask}
 
-__all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "Task", "TaskOptions", "check_renamed",
+__all__ = ["TASKS", "Batch", "Evaluation", "LossOut", "RunConfig", "Task", "TaskOptions",
+           "check_renamed", "read_run_config",
            "saved_config", "task_class", "task_options"]
 
 
@@ -60,3 +62,25 @@ def check_renamed(cfg: dict[str, Any]) -> None:
         if old in (cfg.get("train") or {}):
             raise ConfigError(f"train.{old} is train.{new} in a {cls.name!r} config (train.{old} "
                               f"is another task's key); rename it")
+
+
+def read_run_config(raw: dict[str, Any], loop_keys: tuple[str, ...] | None = None) -> RunConfig:
+    """Check and read every section a task and its model use (:class:`RunConfig`), before any
+    data is read. ``loop_keys``: the ``train:`` keys that belong to the loop (any other key not
+    the task's is an error); ``None`` for a saved config, already checked when its run began (keys
+    of the loop are ignored, so that a run made by an older treelm still opens)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a config is a mapping of {', '.join(SECTIONS)}; got "
+                          f"{type(raw).__name__}")
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    task = task_class(raw)
+    options = task_options(task, raw, others=loop_keys)
+    # a task without a DATA dataclass (one a user registers) reads its section as written
+    data = task.DATA.parse(raw.get("data")) if task.DATA is not None else raw.get("data")
+    model = raw.get("model") or {}
+    if not isinstance(model, dict):
+        raise ConfigError(f"model: must be a mapping of options, got {type(model).__name__}")
+    kind, kwargs = model_options(model)
+    return RunConfig(raw, task, seed, data, options, {"type": kind, **kwargs})

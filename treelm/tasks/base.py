@@ -2,9 +2,11 @@
 
 A task (language modelling, translation, tagging, pair classification) owns
 
-* its **data** and **symbol tables**: it reads the config's ``data:`` section, builds tokenizers
-  and vocabularies for a new run (``create``) and saves them into the run directory (``save``),
-  or reads them back for inference and resumes (``open``, which reads no corpus);
+* its **data** and **symbol tables**: given the run's checked config
+  (:class:`RunConfig`: seed, parsed ``data:`` section, options), it
+  reads the data and builds tokenizers and vocabularies for a new run (``create``) and saves them
+  into the run directory (``save``), or reads them back for inference and resumes (``open``,
+  which reads no corpus);
 * **batching with a resumable position**: ``batches()`` yields the rest of the current epoch from
   where it stopped; ``state_dict()`` holds that position and whatever is carried from batch to
   batch (the LM's hidden states), so a checkpoint taken between two steps resumes exactly;
@@ -77,6 +79,40 @@ class TaskOptions:
     """The task's own keys of the ``train:`` section (subclasses add fields with defaults)."""
 
 
+@dataclass(frozen=True)
+class RunConfig:
+    """A run's configuration, read once (:func:`treelm.tasks.read_run_config`): the sections a
+    config's five top-level keys hold, as checked values rather than a dict every consumer reads
+    again::
+
+        seed   ->  seed      an int: every generator of the run starts from it
+        task   ->  task      the Task class (TASKS)
+        data   ->  data      Task.DATA.parse(cfg["data"]): the checked data section
+        train  ->  options   Task.Options: the task's keys of train: (the loop's keys are the
+                             trainer's TrainConfig, read beside this)
+        model  ->  model     model: checked against the model class's signature
+
+    Everything is checked before anything is read or made, so a typo anywhere (``model:``
+    included) costs no corpus load and no BPE training: the model's sizes that come from the data
+    (vocabulary sizes) are the only part of the model left to the task (``Task.model_dims``).
+    Tasks, the model builder and ``run.load_run`` receive this object; nothing reads ``cfg``
+    again. ``raw`` is the config as written (with absolute data paths, for a new run), which the
+    run saves and whose ``model:`` section signs its checkpoints."""
+
+    raw: dict[str, Any]          # the config as written (saved with the run)
+    task: type[Task]
+    seed: int
+    data: Any                    # the task's DATA dataclass, parsed
+    options: TaskOptions         # the task's own keys of train:
+    model: dict[str, Any]        # model: with its type, every option checked
+
+    def data_paths(self) -> list[str]:
+        """The files the data section names (``Task.PATH_KEYS``), as given."""
+        get = self.data.get if isinstance(self.data, dict) else \
+            (lambda k: getattr(self.data, k, None))
+        return [v for k in self.task.PATH_KEYS if (v := get(k))]
+
+
 class Task:
     """Base class of tasks; subclasses implement every method that raises here."""
 
@@ -90,14 +126,7 @@ class Task:
     DATA_FORMAT: ClassVar[str] = ""             # what ``evaluate_file`` reads, for messages
     DATA: ClassVar[Any] = None                  # the ``data:`` section's dataclass, whose
                                                 # ``parse(section)`` checks and reads it
-
-    @classmethod
-    def check_data(cls, data: dict[str, Any] | None) -> None:
-        """Check the ``data:`` section (types, ranges, contradictions) before anything is read
-        or made; a one-line ConfigError otherwise. ``DATA.parse`` does it, where a task has
-        one."""
-        if cls.DATA is not None:
-            cls.DATA.parse(data)
+                                                # (:class:`RunConfig`)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -105,23 +134,22 @@ class Task:
         if "PATH_KEYS" not in cls.__dict__ and cls.DATA is not None:
             cls.PATH_KEYS = cls.DATA.PATH_KEYS
 
-    def __init__(self, cfg: dict[str, Any], options: TaskOptions) -> None:
-        self.cfg = cfg
-        self.options = options
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config            # the run's checked config: seed, data, options, model
+        self.options = config.options
         self.device = torch.device("cpu")
 
     # -------------------------------------------------------------- construction
     @classmethod
-    def create(cls, cfg: dict[str, Any], options: TaskOptions, device: torch.device,
-               rank: int = 0, world: int = 1) -> Task:
+    def create(cls, config: RunConfig, device: torch.device, rank: int = 0,
+               world: int = 1) -> Task:
         """A new run: read the training data, build the symbol tables. ``rank``/``world``: this
         process's share of the training data under DDP."""
         raise NotImplementedError
 
     @classmethod
-    def open(cls, cfg: dict[str, Any], options: TaskOptions, files: RunFiles,
-             device: torch.device, rank: int = 0, world: int = 1,
-             with_data: bool = False) -> Task:
+    def open(cls, config: RunConfig, files: RunFiles, device: torch.device, rank: int = 0,
+             world: int = 1, with_data: bool = False) -> Task:
         """A saved run: its symbol tables from ``files``; the training data too with
         ``with_data`` (a resume); evaluation data is read when first needed."""
         raise NotImplementedError
@@ -136,7 +164,7 @@ class Task:
 
     def data_files(self) -> list[str]:
         """The files this task's data comes from (their fingerprints go into the run)."""
-        return [v for k in self.PATH_KEYS if (v := self.cfg.get("data", {}).get(k))]
+        return self.config.data_paths()
 
     def describe(self) -> str:
         """One line on the data, for the start of training."""

@@ -43,7 +43,7 @@ import torch
 from torch import Tensor, nn
 
 from treelm.data.batching import cut_batches
-from treelm.tasks.base import Batch, Task, TaskOptions
+from treelm.tasks.base import Batch, RunConfig, Task
 
 __all__ = ["EpochIterator", "ExampleTask", "cut_batches", "eval_mode", "pad_ids"]
 
@@ -155,13 +155,13 @@ class ExampleTask(Task):
 
     _epochs: EpochIterator | None = None
 
-    def __init__(self, cfg: dict[str, Any], options: TaskOptions, device: torch.device,
-                 rank: int = 0, world: int = 1, train: Any = None) -> None:
+    def __init__(self, config: RunConfig, device: torch.device, rank: int = 0, world: int = 1,
+                 train: Any = None) -> None:
         """``train``: the training split when ``create`` has read it already (to build the
         symbol tables)."""
-        super().__init__(cfg, options)
-        self.spec = self.DATA.parse(cfg.get("data"))
-        self.device, self.seed, self.rank, self.world = device, int(cfg.get("seed", 0)), rank, world
+        super().__init__(config)
+        self.spec = config.data
+        self.device, self.seed, self.rank, self.world = device, config.seed, rank, world
         self._splits: dict[str, Any] = {}
         self._encoded: dict[str, Any] = {}
         if train is not None:

@@ -37,7 +37,7 @@ from treelm.data.listops import (
     read_examples,
 )
 from treelm.rundir.files import RunFiles
-from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
+from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, TaskOptions
 from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
 from treelm.text.vocab import PAD, Vocab
 
@@ -62,22 +62,20 @@ class ListOpsTask(ExampleTask):
     _splits: dict[str, list[Example]]
     _encoded: dict[str, list[list[int]]]
 
-    def __init__(self, cfg: dict[str, Any], options: ListOpsOptions, symbols: Vocab,
-                 device: torch.device, rank: int = 0, world: int = 1) -> None:
-        super().__init__(cfg, options, device, rank, world)
+    def __init__(self, config: RunConfig, symbols: Vocab, device: torch.device, rank: int = 0,
+                 world: int = 1) -> None:
+        super().__init__(config, device, rank, world)
         self.symbols = symbols
 
     @classmethod
-    def create(cls, cfg: dict[str, Any], options: ListOpsOptions, device: torch.device,
-               rank: int = 0, world: int = 1) -> ListOpsTask:
-        return cls(cfg, options, Vocab([PAD, *TOKENS], (PAD,)), device, rank, world).read_all()
+    def create(cls, config: RunConfig, device: torch.device, rank: int = 0,
+               world: int = 1) -> ListOpsTask:
+        return cls(config, Vocab([PAD, *TOKENS], (PAD,)), device, rank, world).read_all()
 
     @classmethod
-    def open(cls, cfg: dict[str, Any], options: ListOpsOptions, files: RunFiles,
-             device: torch.device, rank: int = 0, world: int = 1,
-             with_data: bool = False) -> ListOpsTask:
-        return cls(cfg, options, files.read_vocab("symbols"), device, rank,
-                   world).opened(with_data)
+    def open(cls, config: RunConfig, files: RunFiles, device: torch.device, rank: int = 0,
+             world: int = 1, with_data: bool = False) -> ListOpsTask:
+        return cls(config, files.read_vocab("symbols"), device, rank, world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
         files.write_vocab(self.symbols, "symbols")

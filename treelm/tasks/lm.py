@@ -36,7 +36,7 @@ from treelm.data.batching import BPTTSchedule, batchify, get_batch
 from treelm.data.corpus import Corpus, LMData, load_corpus, read_stream
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
-from treelm.tasks.base import Batch, Evaluation, LossOut, Task, TaskOptions
+from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, Task, TaskOptions
 from treelm.text.tokenizers import Tokenizer
 from treelm.text.vocab import Vocab
 from treelm.threads import recurrence_threads
@@ -130,14 +130,15 @@ class LMTask(Task):
     DATA_FORMAT = "a text file, one sentence a line"
     options: LMOptions
 
-    def __init__(self, cfg: dict[str, Any], options: LMOptions, tokenizer: Tokenizer,
-                 vocab: Vocab, device: torch.device, corpus: Corpus | None = None,
-                 rank: int = 0, world: int = 1) -> None:
-        super().__init__(cfg, options)
+    def __init__(self, config: RunConfig, tokenizer: Tokenizer, vocab: Vocab,
+                 device: torch.device, corpus: Corpus | None = None, rank: int = 0,
+                 world: int = 1) -> None:
+        super().__init__(config)
+        options = self.options
         self.tokenizer, self.vocab, self.device = tokenizer, vocab, device
         tokenizer.restrict(vocab.itos)      # a piece model emits only the run's pieces
         self._corpus = corpus
-        self.schedule = BPTTSchedule(options.bptt, options.variable_bptt, int(cfg.get("seed", 0)))
+        self.schedule = BPTTSchedule(options.bptt, options.variable_bptt, config.seed)
         self.row = 0                                 # next row of the batched training stream
         self.states: list[State] | None = None       # carried from batch to batch
         self.train_data: Tensor | None = None
@@ -146,19 +147,18 @@ class LMTask(Task):
                                        options.batch_size).to(device)
 
     @classmethod
-    def create(cls, cfg: dict[str, Any], options: LMOptions, device: torch.device,
-               rank: int = 0, world: int = 1) -> LMTask:
-        corpus = load_corpus(cfg.get("data", {}))
-        return cls(cfg, options, corpus.tokenizer, corpus.vocab, device, corpus, rank, world)
+    def create(cls, config: RunConfig, device: torch.device, rank: int = 0,
+               world: int = 1) -> LMTask:
+        corpus = load_corpus(config.data)
+        return cls(config, corpus.tokenizer, corpus.vocab, device, corpus, rank, world)
 
     @classmethod
-    def open(cls, cfg: dict[str, Any], options: LMOptions, files: RunFiles,
-             device: torch.device, rank: int = 0, world: int = 1,
-             with_data: bool = False) -> LMTask:
+    def open(cls, config: RunConfig, files: RunFiles, device: torch.device, rank: int = 0,
+             world: int = 1, with_data: bool = False) -> LMTask:
         tokenizer = files.read_tokenizer(legacy_kind=files.legacy_level())
         vocab = files.read_vocab()
-        corpus = load_corpus(cfg.get("data", {}), tokenizer, vocab) if with_data else None
-        return cls(cfg, options, tokenizer, vocab, device, corpus, rank, world)
+        corpus = load_corpus(config.data, tokenizer, vocab) if with_data else None
+        return cls(config, tokenizer, vocab, device, corpus, rank, world)
 
     def save(self, files: RunFiles) -> None:
         files.write_tokenizer(self.tokenizer)
@@ -167,7 +167,7 @@ class LMTask(Task):
     @property
     def corpus(self) -> Corpus:
         if self._corpus is None:
-            self._corpus = load_corpus(self.cfg.get("data", {}), self.tokenizer, self.vocab)
+            self._corpus = load_corpus(self.config.data, self.tokenizer, self.vocab)
         return self._corpus
 
     @property

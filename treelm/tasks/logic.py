@@ -46,7 +46,7 @@ from treelm.data.logic import (
 )
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
-from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
+from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, TaskOptions
 from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
 from treelm.text.vocab import PAD, Vocab
 
@@ -81,24 +81,22 @@ class LogicTask(ExampleTask):
     _splits: dict[str, list[Pair]]
     _encoded: dict[str, list[Row]]
 
-    def __init__(self, cfg: dict[str, Any], options: LogicOptions, symbols: Vocab,
-                 relations: Vocab, device: torch.device, rank: int = 0, world: int = 1) -> None:
-        super().__init__(cfg, options, device, rank, world)
+    def __init__(self, config: RunConfig, symbols: Vocab, relations: Vocab,
+                 device: torch.device, rank: int = 0, world: int = 1) -> None:
+        super().__init__(config, device, rank, world)
         self.symbols, self.relations = symbols, relations
 
     # -------------------------------------------------------------- construction
     @classmethod
-    def create(cls, cfg: dict[str, Any], options: LogicOptions, device: torch.device,
-               rank: int = 0, world: int = 1) -> LogicTask:
-        return cls(cfg, options, symbol_vocab(), relation_vocab(), device, rank,
-                   world).read_all()
+    def create(cls, config: RunConfig, device: torch.device, rank: int = 0,
+               world: int = 1) -> LogicTask:
+        return cls(config, symbol_vocab(), relation_vocab(), device, rank, world).read_all()
 
     @classmethod
-    def open(cls, cfg: dict[str, Any], options: LogicOptions, files: RunFiles,
-             device: torch.device, rank: int = 0, world: int = 1,
-             with_data: bool = False) -> LogicTask:
-        return cls(cfg, options, files.read_vocab("symbols"), files.read_vocab("relations"),
-                   device, rank, world).opened(with_data)
+    def open(cls, config: RunConfig, files: RunFiles, device: torch.device, rank: int = 0,
+             world: int = 1, with_data: bool = False) -> LogicTask:
+        return cls(config, files.read_vocab("symbols"), files.read_vocab("relations"), device,
+                   rank, world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
         files.write_vocab(self.symbols, "symbols")

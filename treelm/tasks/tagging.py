@@ -41,7 +41,7 @@ from treelm.data.tagging import (
 )
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
-from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
+from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, TaskOptions
 from treelm.tasks.conlleval import chunk_scores
 from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
 from treelm.text.vocab import PAD, UNK, Vocab
@@ -77,32 +77,30 @@ class TaggingTask(ExampleTask):
     _splits: dict[str, list[Utterance]]
     _encoded: dict[str, list[Row]]
 
-    def __init__(self, cfg: dict[str, Any], options: TaggingOptions, words: Vocab,
-                 labels: Vocab, intents: Vocab | None, device: torch.device,
-                 train: list[Utterance] | None = None, rank: int = 0, world: int = 1) -> None:
-        super().__init__(cfg, options, device, rank, world, train)
+    def __init__(self, config: RunConfig, words: Vocab, labels: Vocab, intents: Vocab | None,
+                 device: torch.device, train: list[Utterance] | None = None, rank: int = 0,
+                 world: int = 1) -> None:
+        super().__init__(config, device, rank, world, train)
         self.words, self.labels, self.intents = words, labels, intents
 
     # -------------------------------------------------------------- construction
     @classmethod
-    def create(cls, cfg: dict[str, Any], options: TaggingOptions, device: torch.device,
-               rank: int = 0, world: int = 1) -> TaggingTask:
-        spec = TaggingData.parse(cfg.get("data"))
+    def create(cls, config: RunConfig, device: torch.device, rank: int = 0,
+               world: int = 1) -> TaggingTask:
+        spec: TaggingData = config.data
         train = read_split(spec.train, spec.lowercase)          # type: ignore[arg-type]
         words = Vocab.build((u.words for u in train), (PAD, UNK), spec.min_count)
         labels = Vocab.build((u.tags for u in train), ())
         names = [u.intent for u in train if u.intent is not None]
         intents = Vocab.build([names], ()) if names else None
-        return cls(cfg, options, words, labels, intents, device, train, rank, world).read_all()
+        return cls(config, words, labels, intents, device, train, rank, world).read_all()
 
     @classmethod
-    def open(cls, cfg: dict[str, Any], options: TaggingOptions, files: RunFiles,
-             device: torch.device, rank: int = 0, world: int = 1,
-             with_data: bool = False) -> TaggingTask:
+    def open(cls, config: RunConfig, files: RunFiles, device: torch.device, rank: int = 0,
+             world: int = 1, with_data: bool = False) -> TaggingTask:
         words, labels = files.read_vocab("words"), files.read_vocab("labels")
         intents = files.read_vocab("intents") if files.vocab_path("intents").exists() else None
-        return cls(cfg, options, words, labels, intents, device, None, rank,
-                   world).opened(with_data)
+        return cls(config, words, labels, intents, device, None, rank, world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
         files.write_vocab(self.words, "words")

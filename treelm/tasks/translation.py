@@ -54,7 +54,7 @@ from treelm.data.parallel import (
 )
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
-from treelm.tasks.base import Batch, Evaluation, LossOut, TaskOptions
+from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, TaskOptions
 from treelm.tasks.bilingual_tables import SPECIALS, build_tables, read_tables, write_tables
 from treelm.tasks.bleu import corpus_scores
 from treelm.tasks.examples import EpochIterator, ExampleTask, eval_mode, pad_ids
@@ -118,11 +118,10 @@ class TranslationTask(ExampleTask):
     _splits: dict[str, Pairs]
     _encoded: dict[str, list[Pair]]
 
-    def __init__(self, cfg: dict[str, Any], options: TranslationOptions,
-                 tokenizers: tuple[Tokenizer, Tokenizer], vocabs: tuple[Vocab, Vocab],
-                 device: torch.device, train: Pairs | None = None, rank: int = 0,
-                 world: int = 1) -> None:
-        super().__init__(cfg, options, device, rank, world, train)
+    def __init__(self, config: RunConfig, tokenizers: tuple[Tokenizer, Tokenizer],
+                 vocabs: tuple[Vocab, Vocab], device: torch.device, train: Pairs | None = None,
+                 rank: int = 0, world: int = 1) -> None:
+        super().__init__(config, device, rank, world, train)
         self.src_tok, self.tgt_tok = tokenizers
         self.src_vocab, self.tgt_vocab = vocabs
         # a piece model emits only pieces of the run's vocabulary (text.spm), for runs saved
@@ -134,19 +133,18 @@ class TranslationTask(ExampleTask):
 
     # -------------------------------------------------------------- construction
     @classmethod
-    def create(cls, cfg: dict[str, Any], options: TranslationOptions, device: torch.device,
-               rank: int = 0, world: int = 1) -> TranslationTask:
-        spec = ParallelData.parse(cfg.get("data"))
+    def create(cls, config: RunConfig, device: torch.device, rank: int = 0,
+               world: int = 1) -> TranslationTask:
+        spec: ParallelData = config.data
         train = load_pairs(spec, "train")
         tokenizers, vocabs = build_tables(spec, train)
-        return cls(cfg, options, tokenizers, vocabs, device, train, rank, world).read_all()
+        return cls(config, tokenizers, vocabs, device, train, rank, world).read_all()
 
     @classmethod
-    def open(cls, cfg: dict[str, Any], options: TranslationOptions, files: RunFiles,
-             device: torch.device, rank: int = 0, world: int = 1,
-             with_data: bool = False) -> TranslationTask:
-        tokenizers, vocabs = read_tables(files, ParallelData.parse(cfg.get("data")).joint)
-        return cls(cfg, options, tokenizers, vocabs, device, None, rank, world).opened(with_data)
+    def open(cls, config: RunConfig, files: RunFiles, device: torch.device, rank: int = 0,
+             world: int = 1, with_data: bool = False) -> TranslationTask:
+        tokenizers, vocabs = read_tables(files, config.data.joint)
+        return cls(config, tokenizers, vocabs, device, None, rank, world).opened(with_data)
 
     def save(self, files: RunFiles) -> None:
         write_tables(files, (self.src_tok, self.tgt_tok), (self.src_vocab, self.tgt_vocab),

@@ -17,51 +17,55 @@ from treelm.data.treebank import NLTK_NAMES
 from treelm.errors import ConfigError
 from treelm.models import build_model
 from treelm.rundir.files import RunFiles
-from treelm.tasks import Task, TaskOptions, check_renamed, task_class, task_options
+from treelm.tasks import RunConfig, Task, check_renamed, read_run_config, task_class
 from treelm.train.config import TrainConfig
 from treelm.train.optim import Averager, make_optimizer
 
 
-def train_sections(cfg: dict[str, Any]) -> tuple[TrainConfig, type[Task], TaskOptions]:
-    """The ``train:`` section split between the loop and the task; an unknown key is an error."""
+def read_config(cfg: dict[str, Any], new: bool = True) -> tuple[TrainConfig, RunConfig]:
+    """The config read once, every section checked before anything is read or made: the loop's
+    keys of ``train:`` (``TrainConfig``) and the run's (``RunConfig``: seed, task, data, the task's
+    options, the model). ``new``: a new run's config, whose data paths are made absolute (read
+    relative to the current directory, as typed) so that the saved config works from anywhere; a
+    resumed run's config is its saved one."""
     cls = task_class(cfg)
     check_renamed(cfg)
+    if new:
+        cfg = absolute_data_paths(cfg, cls)
     loop_keys = tuple(f.name for f in dataclasses.fields(TrainConfig))
     task_keys = tuple(f.name for f in dataclasses.fields(cls.Options))
     tc = TrainConfig.from_dict(cfg.get("train"), others=task_keys)
-    options = task_options(cls, cfg, others=loop_keys)
-    cls.check_data(cfg.get("data"))
-    return tc, cls, options
+    return tc, read_run_config(cfg, loop_keys)
 
 
 def absolute_data_paths(cfg: dict[str, Any], cls: type[Task]) -> dict[str, Any]:
     """``cfg`` with the task's data file paths and a ``train.eval_parse.treebank`` path made
-    absolute (read relative to the current directory, as typed), so the saved config works from
-    anywhere."""
-    data = dict(cfg.get("data") or {})
-    for k in cls.PATH_KEYS:
-        if isinstance(data.get(k), str):
-            data[k] = str(Path(data[k]).expanduser().absolute())
-    cfg = {**cfg, "data": data} if cfg.get("data") is not None else cfg
-    parse = (cfg.get("train") or {}).get("eval_parse")
+    absolute; sections of the wrong shape are left as they are, for their parser to refuse."""
+    data = cfg.get("data")
+    if isinstance(data, dict):
+        data = {k: str(Path(v).expanduser().absolute())
+                if k in cls.PATH_KEYS and isinstance(v, str) else v for k, v in data.items()}
+        cfg = {**cfg, "data": data}
+    train = cfg.get("train")
+    parse = train.get("eval_parse") if isinstance(train, dict) else None
     if isinstance(parse, dict) and isinstance(parse.get("treebank"), str) and \
             parse["treebank"] not in NLTK_NAMES:
         parse = {**parse, "treebank": str(Path(parse["treebank"]).expanduser().absolute())}
-        cfg = {**cfg, "train": {**cfg["train"], "eval_parse": parse}}
+        cfg = {**cfg, "train": {**train, "eval_parse": parse}}
     return cfg
 
 
-def build_task(cfg: dict[str, Any], cls: type[Task], options: TaskOptions,
-               device: torch.device, rank: int = 0, world: int = 1,
+def build_task(config: RunConfig, device: torch.device, rank: int = 0, world: int = 1,
                files: RunFiles | None = None) -> Task:
     """A new task from the data (``files`` None) or a saved run's, with its training data."""
     if files is None:
-        return cls.create(cfg, options, device, rank, world)
-    return cls.open(cfg, options, files, device, rank, world, with_data=True)
+        return config.task.create(config, device, rank, world)
+    return config.task.open(config, files, device, rank, world, with_data=True)
 
 
-def build_task_model(cfg: dict[str, Any], task: Task) -> nn.Module:
-    return build_model(cfg.get("model", {}), **task.model_dims())
+def build_task_model(config: RunConfig, task: Task) -> nn.Module:
+    """The model of ``config.model`` (checked already) with the sizes the task's data gives."""
+    return build_model(config.model, **task.model_dims())
 
 
 def build_optimizer(tc: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Averager]:

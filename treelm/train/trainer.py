@@ -38,13 +38,12 @@ from treelm.tasks.base import Batch, Evaluation
 from treelm.train import budget
 from treelm.train import distributed as D
 from treelm.train.builders import (
-    absolute_data_paths,
     build_optimizer,
     build_task,
     build_task_model,
     count_parameters,
     pick_device,
-    train_sections,
+    read_config,
 )
 from treelm.train.interrupts import StopRequests
 from treelm.train.persistence import Persistence
@@ -62,10 +61,8 @@ class Trainer(Persistence):
         self.resumed = resume
         self.finished: str | None = None        # why a resumed run has nothing left to train
         self.lock = RunLock(files.lock)         # one writer per run directory (main process)
-        self.tc, task_cls, options = train_sections(cfg)    # every value checked, nothing made
-        if not resume:
-            cfg = absolute_data_paths(cfg, task_cls)
-        self.cfg, self.files = cfg, files
+        self.tc, self.config = read_config(cfg, new=not resume)  # all checked, nothing made
+        self.cfg, self.files = self.config.raw, files
         if self.tc.threads:
             torch.set_num_threads(self.tc.threads)
         torch.set_flush_denormal(self.tc.flush_denormal)
@@ -77,16 +74,16 @@ class Trainer(Persistence):
             self.device = torch.device("cuda", self.dist.local_rank)
             torch.cuda.set_device(self.device)
         self.quiet = quiet or not self.dist.main
-        torch.manual_seed(int(cfg.get("seed", 0)))
-        self.task = build_task(cfg, task_cls, options, self.device, self.dist.rank,
-                               self.dist.world, files if resume else None)
-        self.model = build_task_model(cfg, self.task).to(self.device)
-        self.signature = model_signature(cfg)
+        torch.manual_seed(self.config.seed)
+        self.task = build_task(self.config, self.device, self.dist.rank, self.dist.world,
+                               files if resume else None)
+        self.model = build_task_model(self.config, self.task).to(self.device)
+        self.signature = model_signature(self.cfg)
         self.net: nn.Module = self.model
         if self.dist.enabled:
             self.net = nn.parallel.DistributedDataParallel(self.model)
         self.optimizer, self.averager = build_optimizer(self.tc, self.model)
-        self.trees, self.tree_f1 = self._tree_tracker(task_cls.name), {}
+        self.trees, self.tree_f1 = self._tree_tracker(self.config.task.name), {}
         self.s = LoopState(base_lr=self.tc.lr)
         self.metrics = MetricsLog(files)
         if resume:
