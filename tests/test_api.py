@@ -182,7 +182,7 @@ def test_each_verb_goes_through_the_api(tiny_runs, tmp_path, capsys, monkeypatch
     f = tmp_path / "in.txt"
     f.write_text("a b c d\n\nthe company said\n")
     pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("agr\tthe company said\tthe company say\n")
+    pairs.write_text("agr\tthe company said\tsaid the company\n")     # words the run knows
     names = {"run": tiny_runs[task], "file": f, "png": tmp_path / "att.png", "pairs": pairs}
     argv = [a.format(**names) for a in argv]
     before = _verb(capsys, *argv)

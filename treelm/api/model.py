@@ -15,6 +15,10 @@ method                    what it returns                                       
 ``attention(src, tgt)``   the decoder's attention weights ``(layers, T, S)``    translation
 ========================  ====================================================  ================
 
+Beside them, the streams the verbs print from: ``levels_stream(lines)`` (``treelm parse``),
+``generate_stream(prompt)`` (``treelm generate``) and ``translate_batches(lines)`` (``treelm
+translate``), which read long input a chunk at a time.
+
 The verbs ``treelm parse``, ``generate``, ``probe``, ``tag``, ``translate`` and ``suite
 agreement`` are thin wrappers over these methods (and the streams beside them:
 ``levels_stream``, ``generate_stream``, ``translate_batches``): they open the run, call the
