@@ -149,13 +149,12 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
                          "window_1_test_f1": None, "minutes_per_run": entries[name]["minutes"]})
     example = None
     if "atis" in args.datasets and "elman" in args.cells:
-        from treelm.run import load_run
+        from treelm.api.model import load
         from treelm.tag.slots import as_text
 
         best = max((e for n, e in entries.items() if n.startswith("atis-elman-")),
                    key=lambda e: e["valid_f1"])
-        r = load_run(best["run"])
-        example = as_text(r.task.tag(r.model, [EXAMPLE.split()])[0])
+        example = as_text(load(best["run"]).tag([EXAMPLE])[0])
     return {"entries": entries, "rows": rows, "example": example}
 
 

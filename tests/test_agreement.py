@@ -9,6 +9,7 @@ import os
 import shutil
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -162,6 +163,8 @@ def test_difference_is_what_remains_after_common_prefix_and_suffix():
 def test_ties_and_unk_differences_are_left_out_of_the_accuracy():
     """Hand-made pairs on a tiny untrained model: each pair's class is known in advance, and
     ``correct`` is checked against the scores taken one sentence at a time."""
+    from treelm.api.model import TreelmModel
+    from treelm.run import Run
     from treelm.suite.pairs import Pair
     from treelm.suite.report import score_run
 
@@ -175,7 +178,9 @@ def test_ties_and_unk_differences_are_left_out_of_the_accuracy():
              Pair("c", "the cat sat", "the cat purrs"),         # one side unknown
              Pair("c", "a zebra sat", "a zebra sits"),          # <unk> shared, known difference
              Pair("c", "the mat", "the mat")]                   # a tie (one sentence twice)
-    s = score_run(model, vocab, tok, pairs, batch_size=3)["c"]
+    lm = TreelmModel(Run(Path("."), {}, SimpleNamespace(name="lm", vocab=vocab, tokenizer=tok),
+                         model.eval()))          # scored through the API, as the verb does
+    s = score_run(lm, pairs, batch_size=3)["c"]
     logp, _ = sentence_logprobs(model, vocab, tok, [x for p in pairs
                                                     for x in (p.grammatical, p.ungrammatical)], 1)
     right = [bool(logp[2 * i] > logp[2 * i + 1]) for i in (0, 1, 4)]
@@ -183,7 +188,7 @@ def test_ties_and_unk_differences_are_left_out_of_the_accuracy():
     assert s["scored"] == 3 and s["correct"] == sum(right)
     assert s["accuracy"] == round(sum(right) / 3, 4)
     assert s["pairs_with_unk"] == 3 and s["unk_tokens"] == 5
-    only_unk = score_run(model, vocab, tok, pairs[2:4], batch_size=3)["c"]
+    only_unk = score_run(lm, pairs[2:4], batch_size=3)["c"]
     assert only_unk["scored"] == 0 and only_unk["accuracy"] is None
 
 

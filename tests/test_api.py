@@ -159,6 +159,53 @@ def test_translate_and_attention(models, tiny_runs, capsys, tmp_path):
     assert len(m.translate(["a zz"])) == 1                  # read as <unk>, as the verb does
 
 
+# ----------------------------------------------------------------------------- one path
+@pytest.mark.parametrize("task,method,argv", [
+    ("lm", "levels_stream", ["parse", "{run}", "the company said"]),
+    ("translation", "levels_stream", ["parse", "{run}", "--input", "{file}"]),
+    ("lm", "generate_stream", ["generate", "{run}", "--prompt", "the", "--length", "4"]),
+    ("lm", "generate_stream", ["generate", "{run}", "--length", "3", "--beam", "2"]),
+    ("lm", "probe", ["probe", "{run}", "--prompt", "the", "--prompt", "a"]),
+    ("tagging", "tag", ["tag", "{run}", "--input", "{file}", "--format", "json"]),
+    ("translation", "translate_batches", ["translate", "{run}", "--input", "{file}", "-o",
+                                          "{png}"]),
+    ("translation", "attention", ["translate", "{run}", "--input", "{file}", "-o", "{png}"]),
+    ("lm", "score", ["suite", "agreement", "{run}", "--pairs", "{pairs}"]),
+])
+def test_each_verb_goes_through_the_api(tiny_runs, tmp_path, capsys, monkeypatch, task, method,
+                                        argv):
+    """The verb's output is the API method's: a spy on the method sees the verb call it, and
+    what the verb prints changes with what the method returns (a verb that bypassed the API
+    would print the same as before)."""
+    from treelm.api.model import TreelmModel
+
+    f = tmp_path / "in.txt"
+    f.write_text("a b c d\n\nthe company said\n")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("agr\tthe company said\tsaid the company\n")     # words the run knows
+    names = {"run": tiny_runs[task], "file": f, "png": tmp_path / "att.png", "pairs": pairs}
+    argv = [a.format(**names) for a in argv]
+    before = _verb(capsys, *argv)
+    original, calls = getattr(TreelmModel, method), []
+
+    def spy(self, *args, **kwargs):
+        calls.append(method)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(TreelmModel, method, spy)
+    assert _verb(capsys, *argv) == before and calls
+    if method in ("levels_stream", "generate_stream", "translate_batches", "attention"):
+        return                     # the streams' values are checked by the tests above
+    fake = {"probe": lambda self, prefix, k, **kw: [("MARK", 0.5)],
+            "tag": lambda self, lines, **kw: [{"words": ["MARK"], "tags": ["O"], "slots": [],
+                                                 "intent": None} for _ in lines],
+            "score": lambda self, sentences, **kw: [0.0 for _ in sentences]}[method]  # ties
+    monkeypatch.setattr(TreelmModel, method, fake)
+    after = _verb(capsys, *argv)
+    assert after != before
+    assert "MARK" in after or method == "score"
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda m: m.parse([""]), "sentence 1 is empty"),
     (lambda m: m.parse([]), "no sentences"),

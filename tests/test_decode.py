@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from treelm.api.model import TreelmModel
 from treelm.cli import main
 from treelm.config import apply_overrides, load_config
 from treelm.decode import (
@@ -294,4 +295,4 @@ def test_probe(char_run, capsys):
             ref = r.model(torch.tensor(ids).unsqueeze(1)).logits[-1, 0].softmax(-1)
         top = r.vocab.stoi[p["next"][0]["symbol"]]
         assert int(ref.argmax()) == top and float(ref[top]) == pytest.approx(probs[0], abs=1e-5)
-    assert next_symbol_table(r.model, r.tokenizer, r.vocab, ["the"], 2)[0]["next"][0]["prob"] > 0
+    assert next_symbol_table(TreelmModel(r), ["the"], 2)[0]["next"][0]["prob"] > 0

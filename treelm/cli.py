@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_probe(sub)
     from treelm.analysis.commands import add_gradflow
     add_gradflow(sub)
-    from treelm.syntax.commands import add_eval_parse, add_parse, add_plot, add_plot_tree
+    from treelm.parsing.commands import add_eval_parse, add_parse, add_plot, add_plot_tree
     add_parse(sub)
     add_eval_parse(sub)
     add_plot(sub)

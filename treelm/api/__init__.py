@@ -1,9 +1,12 @@
 """The Python API: ``treelm.load(run_dir)`` and the object it returns (:mod:`treelm.api.model`).
 
-It sits at the top of the package stack, next to the command line: a method calls the same
-library function the matching verb calls (``syntax.sources.level_source`` for ``parse``/``levels``,
-``decode.score`` for ``score``, the decoders for ``generate``/``probe``, the task's ``tag``,
-``translate`` and ``attention_map``), so that Python and the command line compute one thing.
+It sits on the library (``syntax.sources.level_source`` for ``parse``/``levels``, ``decode.score``
+for ``score``, the decoders for ``generate``/``probe``, the task's ``tag``, ``translate`` and
+``attention_map``), and the inference verbs sit on it: ``treelm parse``, ``generate``, ``probe``,
+``tag``, ``translate`` and ``suite agreement`` open their run as a :class:`TreelmModel` and call
+its methods, so that Python and the command line take one path. The object's plumbing is
+:mod:`treelm.api.base`, its methods :mod:`treelm.api.model` (trees), :mod:`treelm.api.lm` and
+:mod:`treelm.api.inference`, what they take and return :mod:`treelm.api.values`.
 ``import treelm`` stays light: torch and the run are loaded by ``treelm.load`` only.
 """
 

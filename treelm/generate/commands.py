@@ -1,9 +1,11 @@
 """``treelm generate`` and ``treelm probe``: text from a trained language model.
 
-Both read the prompt / prefix with the run's tokenizer (:mod:`treelm.text`: characters for a
+Both are thin wrappers over the Python API (:class:`treelm.api.model.TreelmModel`:
+``generate_stream`` and ``probe``), so that the command line and ``treelm.load`` take one path.
+The prompt / prefix is read with the run's tokenizer (:mod:`treelm.text`: characters for a
 character model, spaces included; whitespace-separated words for a word model; a newline is
-``<eos>``) and prime the state by running ``<eos>`` + prompt through the model from the zero
-state, so that the prompt is read as the start of a line, as every training line starts after an
+``<eos>``) and primed by running ``<eos>`` + prompt through the model from the zero state, so
+that the prompt is read as the start of a line, as every training line starts after an
 ``<eos>``.
 """
 
@@ -13,13 +15,16 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from treelm.errors import TreelmError
 from treelm.run import add_run_options
-from treelm.text import Tokenizer, Vocab
+from treelm.text import Tokenizer
 from treelm.text.inputs import UnknownSymbols, add_unk_option
 from treelm.verb import add_verb
+
+if TYPE_CHECKING:   # torch and the run load only when a command runs
+    from treelm.api.model import TreelmModel
 
 GENERATE_EPILOG = """examples:
   treelm generate runs/char-lstm --prompt "the company " --length 300 --seed 1
@@ -35,28 +40,21 @@ PROBE_EPILOG = """examples (Sutskever, Martens & Hinton 2011: "fixi" -> "n"):
 
 
 # ----------------------------------------------------------------------------- helpers
-def encode_prompt(tokenizer: Tokenizer, vocab: Vocab, text: str, policy: UnknownSymbols,
-                  where: str = "--prompt") -> list[int]:
-    """``<eos>`` + the prompt's ids; a symbol outside the vocabulary follows ``policy``
-    (:mod:`treelm.text.inputs`: read as ``<unk>`` and counted, or an error naming ``where``)."""
-    symbols = tokenizer.encode(text)
-    policy.check([symbols[i] for i in vocab.unknown(symbols)], where)
-    return [vocab.eos, *vocab.encode(symbols, "map")]
-
-
 class SymbolWriter:
-    """Writes symbols as they come (the tokenizer's spacing, ``<eos>`` as a newline); flushes
-    after every symbol."""
+    """Writes symbols as they come (the tokenizer's spacing, ``<eos>`` as a newline), or text
+    pieces already spaced (:class:`treelm.api.values.Generation`); flushes after each."""
 
     def __init__(self, tokenizer: Tokenizer, out: TextIO) -> None:
         self.tokenizer, self.out = tokenizer, out
         self.line_start = True
 
     def write(self, symbol: str) -> None:
-        text = self.tokenizer.piece_text(symbol, self.line_start)
-        self.out.write(text)
+        self.text(self.tokenizer.piece_text(symbol, self.line_start))
+
+    def text(self, piece: str) -> None:
+        self.out.write(piece)
         self.out.flush()
-        self.line_start = text.endswith("\n")
+        self.line_start = piece.endswith("\n")
 
     def write_all(self, symbols: list[str]) -> None:
         for s in symbols:
@@ -78,11 +76,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     top-p nucleus (Holtzman et al. 2020); --temperature 0 is greedy. --beam B runs beam search
     instead and prints the most probable continuation, ending at <eos> or after --length symbols.
     """
-    import torch
-
-    from treelm.decode.beam import beam_search
-    from treelm.decode.lm import LMStep
-    from treelm.decode.sampling import sample_stream
+    from treelm.api.model import TreelmModel
     from treelm.run import open_run
 
     if args.length < 0:
@@ -99,30 +93,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if args.temperature is not None or args.top_k is not None or args.top_p is not None:
             raise TreelmError("--beam searches deterministically; drop --temperature, --top-k "
                               "and --top-p")
-    r = open_run(args, expect="lm")
-    tok, vocab = r.task.tokenizer, r.task.vocab
+    model = TreelmModel(open_run(args, expect="lm"))
     policy = UnknownSymbols(args.unk)
-    ids = encode_prompt(tok, vocab, args.prompt, policy)
+    text = model.generate_stream(
+        args.prompt, args.length, seed=args.seed, top_k=args.top_k, top_p=args.top_p,
+        temperature=1.0 if args.temperature is None else args.temperature, beam=args.beam,
+        alpha=args.length_penalty, unk=policy, where="--prompt")
     policy.report()
-    device = next(r.model.parameters()).device
-    step = LMStep(r.model)
-    logits, state = step.prime(torch.tensor(ids, device=device).unsqueeze(1))
-    out = SymbolWriter(tok, sys.stdout)
-    out.write_all(tok.encode(args.prompt))
-    if args.beam is not None:
-        best = beam_search(step, logits, state, args.beam, args.length, eos=vocab.eos,
-                           alpha=args.length_penalty)[0][0]
-        out.write_all(vocab.decode(best.tokens))
-        out.end()
-        print(f"treelm: beam {args.beam}: {len(best.tokens)} symbols, log-prob "
-              f"{best.logprob:.3f} nats", file=sys.stderr)
-        return 0
-    gen = torch.Generator(device=device).manual_seed(args.seed)
-    temperature = 1.0 if args.temperature is None else args.temperature
-    for tok in sample_stream(step, logits, state, args.length, temperature, args.top_k,
-                             args.top_p, gen):
-        out.write(vocab.itos[int(tok[0])])
+    out = SymbolWriter(model.run.tokenizer, sys.stdout)
+    out.write_all(model.run.tokenizer.encode(args.prompt))
+    for piece in text:
+        out.text(piece)
     out.end()
+    if args.beam is not None:
+        print(f"treelm: beam {args.beam}: {text.symbols} symbols, log-prob "
+              f"{text.logprob:.3f} nats", file=sys.stderr)
     return 0
 
 
@@ -146,27 +131,16 @@ def add_generate(sub: Any) -> argparse.ArgumentParser:
 
 
 # ----------------------------------------------------------------------------- probe
-def next_symbol_table(model: Any, tokenizer: Tokenizer, vocab: Vocab, prefixes: list[str],
-                      top: int, policy: UnknownSymbols | None = None) -> list[dict[str, Any]]:
-    """For each prefix the ``top`` most likely next symbols with their probabilities; symbols
-    outside the vocabulary follow ``policy`` (default: read as ``<unk>``)."""
-    import torch
-
-    from treelm.decode.lm import LMStep
-
+def next_symbol_table(model: TreelmModel, prefixes: list[str], top: int,
+                      policy: UnknownSymbols | None = None) -> list[dict[str, Any]]:
+    """For each prefix the ``top`` most likely next symbols with their probabilities
+    (:meth:`treelm.api.model.TreelmModel.probe`); symbols outside the vocabulary follow
+    ``policy`` (default: read as ``<unk>``), the prefixes named ``--prompt K``."""
     policy = policy or UnknownSymbols("map")
-    step = LMStep(model)
-    device = next(model.parameters()).device
-    rows = []
-    for k, prefix in enumerate(prefixes, 1):
-        ids = encode_prompt(tokenizer, vocab, prefix, policy, f"--prompt {k}")
-        logits, _ = step.prime(torch.tensor(ids, device=device).unsqueeze(1))  # no_grad
-        probs = logits[0].float().softmax(-1)
-        p, i = probs.topk(min(top, probs.numel()))
-        rows.append({"prefix": prefix,
-                     "next": [{"symbol": vocab.itos[j], "prob": round(float(q), 6)}
-                              for q, j in zip(p.tolist(), i.tolist())]})
-    return rows
+    return [{"prefix": prefix,
+             "next": [{"symbol": s, "prob": round(p, 6)}
+                      for s, p in model.probe(prefix, top, unk=policy, where=f"--prompt {k}")]}
+            for k, prefix in enumerate(prefixes, 1)]
 
 
 def show_symbol(s: str) -> str:
@@ -195,16 +169,16 @@ def cmd_probe(args: argparse.Namespace) -> int:
     """
     if args.top_k < 1:
         raise TreelmError(f"--top-k must be >= 1, got {args.top_k}")
+    from treelm.api.model import TreelmModel
     from treelm.run import open_run
 
-    r = open_run(args, expect="lm")
+    model = TreelmModel(open_run(args, expect="lm"))
     policy = UnknownSymbols(args.unk)
-    rows = next_symbol_table(r.model, r.task.tokenizer, r.task.vocab, args.prompt, args.top_k,
-                             policy)
+    rows = next_symbol_table(model, args.prompt, args.top_k, policy)
     policy.report()
     if args.format == "json":
-        print(json.dumps({"run": str(r.path), "level": r.task.tokenizer.level, "prefixes": rows},
-                         ensure_ascii=False))
+        print(json.dumps({"run": str(model.path), "level": model.run.tokenizer.level,
+                          "prefixes": rows}, ensure_ascii=False))
     else:
         print(format_table(rows))
     return 0

@@ -52,7 +52,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     report = agreement_report(args.run_dirs, args.pairs, args.seed or 0,
                               args.max_per_construction, args.batch_size, args.checkpoint,
-                              args.unk)
+                              args.unk, args.precision)
     for run in report["runs"]:      # --unk map: one line per run that read <unk>
         if run["unk_tokens"]:
             print(f"treelm: {run['run']}: {run['unk_tokens']} symbol(s) outside the run's "

@@ -15,9 +15,10 @@ Two kinds of pair say nothing about the model and are counted apart, outside the
   the differing span is known, e.g. a "pair" of one sentence twice.
 
 ``accuracy = correct / scored`` with ``scored = pairs − unk_in_difference − ties`` (null when
-nothing is left to score). Sentence scores come from
-:func:`treelm.decode.score.sentence_logprobs` (``<eos>`` + sentence + ``<eos>``, all positions
-summed). Every distinct sentence is scored once per run, however many pairs share it.
+nothing is left to score). Sentence scores come from the Python API,
+:meth:`treelm.api.model.TreelmModel.score` (:func:`treelm.decode.score.sentence_logprobs`:
+``<eos>`` + sentence + ``<eos>``, all positions summed, in the run's precision). Every
+distinct sentence is scored once per run, however many pairs share it.
 
 The report (a JSON-ready dict) holds per construction its label, phenomenon, number of pairs
 and, for generated pairs, M&L's number; per run and construction the accuracy, correct and
@@ -31,10 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treelm.suite.agreement import BY_NAME, generate
 from treelm.suite.pairs import Pair, read_pairs
+
+if TYPE_CHECKING:   # torch and the runs load only when a suite is scored
+    from treelm.api.model import TreelmModel
 
 SCORING = ("log p(<eos> s <eos>) in nats: every symbol of the sentence and the closing <eos>, "
            "each given all before it; correct when log p(grammatical) > log p(ungrammatical)")
@@ -69,19 +73,19 @@ def difference(a: Sequence[Any], b: Sequence[Any]) -> tuple[Sequence[Any], Seque
     return a[head:len(a) - tail], b[head:len(b) - tail]
 
 
-def score_run(model: Any, vocab: Any, tokenizer: Any, pairs: Sequence[Pair],
+def score_run(model: TreelmModel, pairs: Sequence[Pair],
               batch_size: int) -> dict[str, dict[str, Any]]:
-    """Per construction: accuracy and :data:`COUNTS` (see the module docstring)."""
-    from treelm.decode.score import sentence_logprobs
-
+    """Per construction: accuracy and :data:`COUNTS` (see the module docstring), the sentences
+    scored by :meth:`treelm.api.model.TreelmModel.score`."""
+    vocab, tokenizer = model.run.vocab, model.run.tokenizer
     index: dict[str, int] = {}
     for p in pairs:
         index.setdefault(p.grammatical, len(index))
         index.setdefault(p.ungrammatical, len(index))
     sentences = list(index)
-    logp, unks = sentence_logprobs(model, vocab, tokenizer, sentences, batch_size)
-    logp, unks = logp.tolist(), unks.tolist()
+    logp = model.score(sentences, batch_size=batch_size)
     symbols = [tokenizer.encode(x) for x in sentences]
+    unks = [len(vocab.unknown(x)) for x in symbols]      # read as <unk> by the scorer
     out: dict[str, dict[str, Any]] = {}
     for p in pairs:
         g, u = index[p.grammatical], index[p.ungrammatical]
@@ -115,12 +119,14 @@ def check_unknown(pairs: Sequence[Pair], vocab: Any, tokenizer: Any, policy: Any
 
 def agreement_report(run_dirs: Sequence[str], pairs_file: str | None = None, seed: int = 0,
                      max_per_construction: int | None = None, batch_size: int = 128,
-                     checkpoint: str = "best", unk: str = "map") -> dict[str, Any]:
+                     checkpoint: str = "best", unk: str = "map",
+                     precision: str = "run") -> dict[str, Any]:
     """Score the generated suite (or the pairs of ``pairs_file``) with every run of
-    ``run_dirs`` (language-model runs; any other is a one-line error) and return the report.
-    Words outside a run's vocabulary are read as ``<unk>`` and counted (``unk="map"``), or
-    refused before any scoring with one line naming the pair (``unk="error"``)."""
-    from treelm.run import load_run
+    ``run_dirs`` (language-model runs, opened by :func:`treelm.api.model.load` in
+    ``precision``; any other is a one-line error) and return the report. Words outside a run's
+    vocabulary are read as ``<unk>`` and counted (``unk="map"``), or refused before any scoring
+    with one line naming the pair (``unk="error"``)."""
+    from treelm.api.model import load
     from treelm.text.inputs import UnknownSymbols
 
     if pairs_file is not None:
@@ -133,11 +139,11 @@ def agreement_report(run_dirs: Sequence[str], pairs_file: str | None = None, see
     constructions = construction_rows(pairs, pairs_file is None)
     runs = []
     for path in run_dirs:
-        r = load_run(path, checkpoint, expect="lm")
+        m = load(path, checkpoint, precision=precision, expect="lm")
         if unk == "error":
-            check_unknown(pairs, r.vocab, r.tokenizer, UnknownSymbols(unk, f"{path}'s vocabulary"),
-                          str(pairs_file))
-        scores = score_run(r.model, r.vocab, r.tokenizer, pairs, batch_size)
+            check_unknown(pairs, m.run.vocab, m.run.tokenizer,
+                          UnknownSymbols(unk, f"{path}'s vocabulary"), str(pairs_file))
+        scores = score_run(m, pairs, batch_size)
         accs = [a for c in constructions if (a := scores[c["name"]]["accuracy"]) is not None]
         runs.append({"run": str(path), "checkpoint": checkpoint, "constructions": scores,
                      "mean_accuracy": round(sum(accs) / len(accs), 4) if accs else None,

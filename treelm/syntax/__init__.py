@@ -16,8 +16,10 @@
   whose encoder has ON-LSTM layers (either direction of a bidirectional encoder);
 * :mod:`treelm.syntax.sources` -- ``level_source``, where the verbs obtain levels: the one place
   that tells the two kinds of run apart (above both modules, which do not import each other);
-* :mod:`treelm.syntax.commands` -- the ``parse``, ``eval-parse``, ``plot`` and ``plot-tree`` verbs
-  (arguments and printing only).
+* :mod:`treelm.syntax.parse` -- reading input lines into levels, a chunk at a time.
+
+The verbs ``parse``, ``eval-parse``, ``plot`` and ``plot-tree`` are in :mod:`treelm.parsing`,
+above the API (:mod:`treelm.api`), which reads trees through this package.
 
 Gold trees come from :mod:`treelm.data.treebank`.
 """

@@ -2,21 +2,24 @@
 
 Input lines come from an argument, a file or stdin (:func:`input_lines`); each is read by the run's
 tokenizer (:func:`tokenize`, :mod:`treelm.text`), optionally re-segmented with jieba or normalised
-as the PTB text was; :func:`parse_lines` runs them through the model ``chunk`` sentences at a time
-and yields the formatted parse of each with the words read as ``<unk>``. The tokenizer and the
-levels come from the run's :class:`~treelm.syntax.sources.LevelSource` (a language model's, or a
-translation encoder's over the source side).
+as the PTB text was; :func:`read_lines` runs them through the model ``CHUNK`` sentences at a time
+and yields the levels of each (``treelm parse`` reads them through the API,
+:meth:`treelm.api.model.TreelmModel.levels_stream`); :func:`parse_lines` formats them. The
+tokenizer and the levels come from the run's :class:`~treelm.syntax.sources.LevelSource` (a
+language model's, or a translation encoder's over the source side).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from treelm.errors import TreelmError
 from treelm.progress import Ticker
 
 if TYPE_CHECKING:
+    from treelm.syntax.levels import SentenceLevels
     from treelm.text.inputs import UnknownSymbols
 
 CHUNK = 2048   # sentences read (and parsed) at a time from a file or stdin
@@ -69,18 +72,19 @@ def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: str, style: str,
-                segment: str = "none", normalize: bool = False, batch_size: int = 256,
-                unk: str = "map", single: bool = False, policy: UnknownSymbols | None = None,
-                where: str = "stdin") -> Iterator[tuple[str, list[str]]]:
-    """(formatted parse, unknown words) per input line, in order, with the levels of ``source``
-    (a :class:`~treelm.syntax.sources.LevelSource`). Unknown words follow ``policy`` (default: the
-    ``unk`` policy), lines named ``where:N`` in its messages. ``single``: the lines are one
-    sentence given as an argument, which must not be empty."""
-    from treelm.syntax.report import format_parse
+def read_lines(source: Any, lines: Iterable[str], segment: str = "none",
+               normalize: bool = False, batch_size: int = 256,
+               policy: UnknownSymbols | None = None, where: str = "stdin", single: bool = False,
+               guard: Callable[[], AbstractContextManager[Any]] = nullcontext,
+               ) -> Iterator[tuple[str, list[str], SentenceLevels]]:
+    """(line, tokens, levels) per input line, in order, with the levels of ``source`` (a
+    :class:`~treelm.syntax.sources.LevelSource`), read ``CHUNK`` lines at a time, each chunk's
+    forward passes inside ``guard()``. Unknown words follow ``policy`` (default: read as
+    ``<unk>``), lines named ``where:N`` in its messages; a blank line has no tokens.
+    ``single``: the lines are one sentence given as an argument, which must not be empty."""
     from treelm.text.inputs import UnknownSymbols
 
-    policy = policy or UnknownSymbols(unk)
+    policy = policy or UnknownSymbols("map")
     n = 0
     total = len(lines) if isinstance(lines, Sized) else None
     with Ticker("parsing", total, "sentences") as tick:
@@ -88,10 +92,25 @@ def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: s
             tokens = [tokenize(t, source.tokenizer, segment, normalize) for t in chunk]
             if single and not tokens[0]:
                 raise TreelmError("no input: the sentence is empty")
-            levels = source.read(tokens, batch_size, "map")
+            with guard():
+                levels = source.read(tokens, batch_size, "map")
             for text, toks, lv in zip(chunk, tokens, levels):
                 n += 1
-                unknown = [toks[i] for i in lv.unknown]
-                policy.check(unknown, "the sentence" if single else f"{where}:{n}")
-                yield format_parse(toks, lv, layers, fmt, style, text), unknown
+                policy.check([toks[i] for i in lv.unknown],
+                             "the sentence" if single else f"{where}:{n}")
+                yield text, toks, lv
             tick.update(len(chunk))
+
+
+def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: str, style: str,
+                segment: str = "none", normalize: bool = False, batch_size: int = 256,
+                unk: str = "map", single: bool = False, policy: UnknownSymbols | None = None,
+                where: str = "stdin") -> Iterator[tuple[str, list[str]]]:
+    """(formatted parse, unknown words) per input line, in order (:func:`read_lines`; unknown
+    words follow ``policy``, default the ``unk`` policy)."""
+    from treelm.syntax.report import format_parse
+    from treelm.text.inputs import UnknownSymbols
+
+    for text, toks, lv in read_lines(source, lines, segment, normalize, batch_size,
+                                     policy or UnknownSymbols(unk), where, single):
+        yield format_parse(toks, lv, layers, fmt, style, text), [toks[i] for i in lv.unknown]

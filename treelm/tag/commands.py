@@ -1,4 +1,5 @@
-"""``treelm tag``: label the words of utterances with a trained slot-filling run."""
+"""``treelm tag``: label the words of utterances with a trained slot-filling run, a thin wrapper
+over :meth:`treelm.api.model.TreelmModel.tag` (one path with ``treelm.load``)."""
 
 from __future__ import annotations
 
@@ -23,18 +24,19 @@ def cmd_tag(args: argparse.Namespace) -> int:
     with its slots in brackets, or as JSON (words, tags, slots, intent); a blank line gives an empty
     line (an empty JSON result), input without any text is an error.
     """
+    from treelm.api.model import TreelmModel
     from treelm.run import open_run
-    from treelm.tag.slots import as_json, as_text, read_utterances, tag_utterances
+    from treelm.tag.slots import as_json, as_text
     from treelm.text.inputs import UnknownSymbols, input_lines, source_name
 
     if args.batch_size is not None and args.batch_size < 1:
         raise TreelmError(f"--batch-size must be >= 1, got {args.batch_size}")
-    utterances = read_utterances(input_lines(args.input))
-    r = open_run(args, expect="tagging")
+    lines = list(input_lines(args.input))
+    model = TreelmModel(open_run(args, expect="tagging"))
     policy = UnknownSymbols(args.unk)
     fmt = as_json if args.format == "json" else as_text
-    for t in tag_utterances(r.task, r.model, utterances, args.batch_size, policy,
-                            source_name(args.input)):
+    for t in model.tag(lines, batch_size=args.batch_size, unk=policy,
+                       where=source_name(args.input)):
         print(fmt(t), flush=True)
     policy.report()
     return 0

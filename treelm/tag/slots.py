@@ -9,58 +9,32 @@ brackets::
     [atis_flight] show me flights from [boston : fromloc.city_name] to [denver : toloc.city_name]
 
 or (``--format json``) one JSON object a line: ``words``, ``tags``, ``slots`` (type, text, start,
-end exclusive: the chunks conlleval would count) and ``intent``.
+end exclusive: the chunks conlleval would count) and ``intent``. The results are
+:meth:`treelm.api.model.TreelmModel.tag`'s, which reads and tags the utterances.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
-from treelm.tasks.conlleval import chunks
-from treelm.tasks.tagging import Tagged, TaggingTask
-from treelm.text.inputs import UnknownSymbols
-from treelm.text.tokenizers import WordTokenizer
+
+def as_json(t: dict[str, Any]) -> str:
+    """One utterance's result (:meth:`treelm.api.model.TreelmModel.tag`) as one JSON line."""
+    return json.dumps(t, ensure_ascii=False)
 
 
-def read_utterances(lines: Iterable[str]) -> list[list[str]]:
-    """Whitespace-separated words of each line (a blank line: no words, an empty result)."""
-    tok = WordTokenizer()
-    return [tok.encode_line(line) for line in lines]
-
-
-def tag_utterances(task: TaggingTask, model: Any, utterances: list[list[str]],
-                   batch_size: int | None, policy: UnknownSymbols, source: str) -> list[Tagged]:
-    """The tags of each utterance, in order; words outside the run's vocabulary follow
-    ``policy`` (lines named ``source:N``); an empty utterance (a blank line) gets an empty
-    result without running the model."""
-    for n, words in enumerate(utterances, 1):
-        policy.check(task.unknown_words(words), f"{source}:{n}")
-    todo = [u for u in utterances if u]
-    tagged = iter(task.tag(model, todo, batch_size) if todo else [])
-    return [next(tagged) if u else Tagged([], [], None) for u in utterances]
-
-
-def slots(t: Tagged) -> list[dict[str, Any]]:
-    return [{"type": kind, "text": " ".join(t.words[a:b]), "start": a, "end": b}
-            for kind, a, b in sorted(chunks(t.tags), key=lambda c: c[1])]
-
-
-def as_json(t: Tagged) -> str:
-    return json.dumps({"words": t.words, "tags": t.tags, "slots": slots(t), "intent": t.intent},
-                      ensure_ascii=False)
-
-
-def as_text(t: Tagged) -> str:
-    starts = {s["start"]: s for s in slots(t)}
+def as_text(t: dict[str, Any]) -> str:
+    """One utterance's result as its words with each slot in brackets, ``[intent]`` first."""
+    starts = {s["start"]: s for s in t["slots"]}
+    words = t["words"]
     parts, i = [], 0
-    while i < len(t.words):
+    while i < len(words):
         s = starts.get(i)
         if s is None:
-            parts.append(t.words[i])
+            parts.append(words[i])
             i += 1
         else:
             parts.append(f"[{s['text']} : {s['type']}]")
             i = s["end"]
-    return (f"[{t.intent}] " if t.intent else "") + " ".join(parts)
+    return (f"[{t['intent']}] " if t["intent"] else "") + " ".join(parts)

@@ -1,4 +1,5 @@
-"""``treelm translate``: translate sentences with a trained translation run."""
+"""``treelm translate``: translate sentences with a trained translation run, through the Python
+API (:meth:`treelm.api.model.TreelmModel.translate_batches`; :mod:`treelm.translate.stream`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     in the input's order (an empty line gives an empty line; input without any text is an error);
     progress on stderr for a file.
     """
+    from treelm.api.model import TreelmModel
     from treelm.run import open_run
     from treelm.text.inputs import input_lines, source_name
     from treelm.translate.stream import check_options, translate_stream
@@ -32,8 +34,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.output:
         check_output(args.output, IMAGE_SUFFIXES, "attention plot")
     lines = input_lines(args.input)          # a file whole; stdin as it comes
-    r = open_run(args, expect="translation")
-    translate_stream(r.task, r.model, lines, args.beam, args.length_penalty, args.batch_size,
+    model = TreelmModel(open_run(args, expect="translation"))
+    translate_stream(model, lines, args.beam, args.length_penalty, args.batch_size,
                      args.output, args.unk, source_name(args.input))
     return 0
 

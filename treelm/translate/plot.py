@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from torch import Tensor
+import numpy as np
 
 
-def plot_attention(weights: Tensor, src: Sequence[str], tgt: Sequence[str],
+def plot_attention(weights: np.ndarray, src: Sequence[str], tgt: Sequence[str],
                    path: str | os.PathLike[str]) -> None:
     """``weights`` (layers, T, S) with ``tgt`` (T) row and ``src`` (S) column labels, to a PNG
     (or any suffix matplotlib writes) at ``path``."""
@@ -26,7 +26,7 @@ def plot_attention(weights: Tensor, src: Sequence[str], tgt: Sequence[str],
                  layout="constrained")
     axes = fig.subplots(1, L, squeeze=False)[0]
     for layer, ax in enumerate(axes):
-        im = ax.imshow(weights[layer].numpy(), cmap="Blues", vmin=0.0, vmax=1.0,
+        im = ax.imshow(np.asarray(weights[layer]), cmap="Blues", vmin=0.0, vmax=1.0,
                        aspect="equal")
         ax.set_xticks(range(S), list(src), rotation=90, fontsize=8)
         ax.set_yticks(range(T), list(tgt), fontsize=8)

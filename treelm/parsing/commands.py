@@ -18,9 +18,11 @@ right-to-left stack of a bidirectional encoder). The levels come from
 :func:`treelm.syntax.sources.level_source`, the one place that tells the two kinds of run apart.
 
 The ``add_*`` functions register the sub-commands on ``treelm``'s argparse sub-parsers; each
-``cmd_*`` checks its arguments, calls the library (:mod:`treelm.syntax.report` for what is
-printed, :mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees) and
-prints. Heavy modules (torch, matplotlib) are imported only when a command runs.
+``cmd_*`` checks its arguments, calls the library and prints: ``parse`` reads levels through the
+Python API (:meth:`treelm.api.model.TreelmModel.levels_stream`, one path with ``treelm.load``),
+the others :mod:`treelm.syntax` (:mod:`treelm.syntax.report` for what is printed,
+:mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees). Heavy
+modules (torch, matplotlib) are imported only when a command runs.
 """
 
 from __future__ import annotations
@@ -167,21 +169,24 @@ def cmd_parse(args: argparse.Namespace) -> int:
     words) and by the encoder as the model reads sources (x1 .. xn <eos>), and the tree is over its
     pieces; layers are the encoder's.
     """
-    from treelm.syntax.parse import parse_lines
+    from treelm.api.model import TreelmModel
+    from treelm.run import open_run
+    from treelm.syntax.report import format_parse
     from treelm.text.inputs import UnknownSymbols, source_name
 
     _check_positive("--batch-size", args.batch_size)
     lines = input_lines(args.sentence, args.input)        # a missing file fails before the run
-    _, source = _open_levels(args)
-    layers = parse_layer(args.layer, source.layers)
+    model = TreelmModel(open_run(args, expect=("lm", "translation")))
+    layers = parse_layer(args.layer, model.layers_of(args.direction))
     policy = UnknownSymbols(args.unk)
     out: TextIO = sys.stdout
     try:
-        for text, _ in parse_lines(source, lines, layers, args.format, args.style,
-                                   args.segment, args.normalize, args.batch_size,
-                                   single=args.sentence not in (None, "-"), policy=policy,
-                                   where=source_name(args.input)):
-            out.write(text + "\n")
+        for text, lv in model.levels_stream(lines, direction=args.direction, unk=policy,
+                                            where=source_name(args.input),
+                                            batch_size=args.batch_size, segment=args.segment,
+                                            normalize=args.normalize,
+                                            single=args.sentence not in (None, "-")):
+            out.write(format_parse(lv.tokens, lv, layers, args.format, args.style, text) + "\n")
             out.flush()
     except BrokenPipeError:             # e.g. `treelm parse ... | head`: stop quietly
         import os
