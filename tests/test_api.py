@@ -163,6 +163,8 @@ def test_translate_and_attention(models, tiny_runs, capsys, tmp_path):
 @pytest.mark.parametrize("task,method,argv", [
     ("lm", "levels_stream", ["parse", "{run}", "the company said"]),
     ("translation", "levels_stream", ["parse", "{run}", "--input", "{file}"]),
+    ("lm", "levels_stream", ["plot", "{run}", "the company said", "-o", "{png}"]),
+    ("lm", "levels_stream", ["plot-tree", "--run", "{run}", "the company said", "-o", "{png}"]),
     ("lm", "generate_stream", ["generate", "{run}", "--prompt", "the", "--length", "4"]),
     ("lm", "generate_stream", ["generate", "{run}", "--length", "3", "--beam", "2"]),
     ("lm", "probe", ["probe", "{run}", "--prompt", "the", "--prompt", "a"]),

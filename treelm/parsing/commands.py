@@ -18,9 +18,10 @@ right-to-left stack of a bidirectional encoder). The levels come from
 :func:`treelm.syntax.sources.level_source`, the one place that tells the two kinds of run apart.
 
 The ``add_*`` functions register the sub-commands on ``treelm``'s argparse sub-parsers; each
-``cmd_*`` checks its arguments, calls the library and prints: ``parse`` reads levels through the
-Python API (:meth:`treelm.api.model.TreelmModel.levels_stream`, one path with ``treelm.load``),
-the others :mod:`treelm.syntax` (:mod:`treelm.syntax.report` for what is printed,
+``cmd_*`` checks its arguments, calls the library and prints: ``parse``, ``plot`` and ``plot-tree
+--run`` read levels through the Python API (:meth:`treelm.api.model.TreelmModel.levels_stream`,
+one path with ``treelm.load``); ``eval-parse`` scores a treebank, which the API does not offer,
+with :mod:`treelm.syntax` (:mod:`treelm.syntax.report` for what is printed,
 :mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees). Heavy
 modules (torch, matplotlib) are imported only when a command runs.
 """
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
-from treelm.syntax.parse import input_lines, tokenize
+from treelm.syntax.parse import input_lines
 from treelm.syntax.report import TABLE_LABELS
 from treelm.text.inputs import add_unk_option
 from treelm.verb import add_verb
@@ -86,16 +87,6 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
 
     run = open_run(args, expect="lm")
     return run, onlstm_layers(run.model)
-
-
-def _open_levels(args: argparse.Namespace) -> tuple[Any, Any]:
-    """Load ``args.run_dir``, a language model or a translation run, and its
-    :class:`~treelm.syntax.sources.LevelSource` in ``args.direction``."""
-    from treelm.run import open_run
-    from treelm.syntax.sources import level_source
-
-    run = open_run(args, expect=("lm", "translation"))
-    return run, level_source(run, args.direction)
 
 
 def parse_layer(text: str | None, layers: Sequence[int], allow_all: bool = True) -> list[int]:
@@ -291,29 +282,25 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
 
 
 # ----------------------------------------------------------------------------- plot
-def _one_sentence(args: argparse.Namespace, tokenizer: Any) -> tuple[str, list[str]]:
+def _levels_of(args: argparse.Namespace) -> tuple[Any, int, Any]:
+    """The run, the layer and the levels of the one sentence ``args.sentence`` (or a line of
+    stdin), read by :meth:`~treelm.api.model.TreelmModel.levels_stream` as ``treelm parse``
+    reads it; unknown words follow --unk (:mod:`treelm.text.inputs`)."""
+    from treelm.api.model import TreelmModel
+    from treelm.run import open_run
+    from treelm.text.inputs import UnknownSymbols
+
+    model = TreelmModel(open_run(args, expect=("lm", "translation")))
+    layer = parse_layer(args.layer, model.layers_of(args.direction), allow_all=False)[0]
     lines = [t for t in input_lines(args.sentence, None) if t.strip()]
     if len(lines) != 1:
         raise TreelmError(f"give exactly one sentence (got {len(lines)})")
-    tokens = tokenize(lines[0], tokenizer, args.segment, args.normalize)
-    if not tokens:
-        raise TreelmError("no input: the sentence is empty")
-    return lines[0], tokens
-
-
-def _levels_of(args: argparse.Namespace) -> tuple[Any, list[str], int, Any]:
-    """The run, the sentence's tokens, the layer and its levels; unknown words follow --unk
-    (:mod:`treelm.text.inputs`)."""
-    from treelm.text.inputs import UnknownSymbols
-
-    run, source = _open_levels(args)
-    layer = parse_layer(args.layer, source.layers, allow_all=False)[0]
-    _, tokens = _one_sentence(args, source.tokenizer)
-    lv = source.read([tokens], 1, "map")[0]
     policy = UnknownSymbols(args.unk)
-    policy.check([tokens[i] for i in lv.unknown], "the sentence")
+    _, lv = next(model.levels_stream(lines, direction=args.direction, unk=policy,
+                                     segment=args.segment, normalize=args.normalize,
+                                     single=True))
     policy.report()
-    return run, tokens, layer, lv
+    return model.run, layer, lv
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -328,7 +315,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from treelm.syntax.render import plot_sentence_levels
 
     check_output(args.output, IMAGE_SUFFIXES, "plot")
-    run, _, layer, lv = _levels_of(args)
+    run, layer, lv = _levels_of(args)
     plot_sentence_levels(lv, args.output, layer, gate=args.gate, scale=args.scale,
                          style=args.style, with_tree=not args.no_tree, title=args.title,
                          run_name=run.path.name)
@@ -378,7 +365,7 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
             raise TreelmError("--format is the given tree's; with --run the argument is a "
                               "sentence")
         args.run_dir, args.sentence = args.run, args.tree
-        _, _, layer, lv = _levels_of(args)
+        _, layer, lv = _levels_of(args)
         tree = lv.tree(layer, args.style)
     else:
         if args.layer is not None or args.direction != "forward":
