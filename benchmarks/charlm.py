@@ -74,7 +74,7 @@ def _parameters(run: Path) -> tuple[int, str, int]:
     from treelm.run import load_run
 
     r = load_run(run)
-    return (sum(p.numel() for p in r.model.parameters()), r.cfg["model"].get("cell", "lstm"),
+    return (sum(p.numel() for p in r.model.parameters()), r.task.config.model.get("cell", "lstm"),
             len(r.vocab))
 
 

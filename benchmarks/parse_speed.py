@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
         r = load_run(args.run, expect="lm")
         model, vocab = r.model, r.vocab
-        info = {"weights": args.run, "sizes": r.cfg["model"].get("sizes"),
-                "cell_options": r.cfg["model"].get("cell_options", {}), "vocab_size": len(vocab)}
+        spec = r.task.config.model
+        info = {"weights": args.run, "sizes": spec.get("sizes"),
+                "cell_options": spec.get("cell_options", {}), "vocab_size": len(vocab)}
     else:
         model, info = random_model(Path(args.config) if args.config else None)
         words = sorted({w for g in golds for w in g.words})[: VOCAB_SIZE - 2]

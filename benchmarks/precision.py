@@ -190,7 +190,7 @@ def main() -> None:
     if args.quality_units:
         jobs = []
         for config in args.configs:
-            q = entries[config]["quality"] = {}
+            q = entries[config].setdefault("quality", {})  # precisions not run keep theirs
             for prec in args.precisions:
                 if prec == "bf16" and auto.precision != "bf16" and not args.force:
                     rate = entries[config]["speed"].get("bf16", {}).get("tokens_per_s")

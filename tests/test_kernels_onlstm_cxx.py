@@ -326,9 +326,9 @@ def test_fallback_when_it_cannot_be_built(failure: str, monkeypatch: pytest.Monk
     if failure == "no compiler":
         assert len(lines) == 1, lines
     else:                           # the "compiling once" notice, then why it failed
-        assert len(lines) == 2 and "compiling the C++ ON-LSTM loop once" in lines[0], lines
+        assert len(lines) == 2 and "compiling the C++ time loops once" in lines[0], lines
     reason = "no C++ compiler" if failure == "no compiler" else "Error building extension"
-    assert "C++ ON-LSTM loop unavailable" in lines[-1] and reason in lines[-1], lines
+    assert "C++ time loops unavailable" in lines[-1] and reason in lines[-1], lines
 
 
 def test_build_command_reports() -> None:
@@ -337,5 +337,5 @@ def test_build_command_reports() -> None:
     r = subprocess.run([sys.executable, "-m", "treelm.kernels.build"], capture_output=True,
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "C++ ON-LSTM loop already built in" in r.stdout
+    assert "C++ time loops already built in" in r.stdout
     assert r.stderr == ""

@@ -10,8 +10,10 @@ peephole connections (Gers, Schraudolph & Schmidhuber 2002).
 
 Parameters use ``torch.nn.LSTM``'s layout (rows ``[i | f | g | o]``, separate ``bias_ih`` and
 ``bias_hh``), so weights copy across. Without peepholes and with ``impl="auto"`` the whole sequence
-runs in PyTorch's fused kernel (oneDNN on CPU, cuDNN on GPU); ``impl="reference"`` always runs the
-readable loop below. State ``(h, c)``, each (B, H).
+runs in a fused kernel: PyTorch's (oneDNN on CPU, cuDNN on GPU), or under CPU autocast treelm's
+C++ loop (:mod:`treelm.kernels.lstm_cxx`: bfloat16 products, float32 gates and state, which
+oneDNN's bfloat16 LSTM does not keep); ``impl="reference"`` always runs the readable loop below.
+State ``(h, c)``, each (B, H).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from torch import Tensor, nn
 
 from treelm.cells.base import Cell, State
 from treelm.kernels import gemm
+from treelm.kernels.lstm_cxx import lstm_cxx_sequence
 
 
 class LSTM(Cell):
@@ -59,3 +62,16 @@ class LSTM(Cell):
 
     def kernel(self) -> Callable[..., Any] | None:
         return None if self.peephole else torch.lstm        # peepholes: the loop
+
+    def fused(
+        self, x: Tensor, state: State | None, weights: dict[str, Tensor] | None
+    ) -> tuple[Tensor, State, dict[str, Tensor]] | None:
+        """:meth:`Cell.fused`, except under CPU autocast, where the C++ loop runs (None where it
+        cannot: the step loop runs)."""
+        if self.peephole or not (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")):
+            return super().fused(x, state, weights)
+        if state is None:
+            state = self.init_state(x.size(1), x.float())
+        w_hh = self.weight_hh if weights is None else weights["weight_hh"]
+        res = lstm_cxx_sequence(x, state, self.weight_ih, self.bias_ih, w_hh, self.bias_hh)
+        return None if res is None else (*res, {})

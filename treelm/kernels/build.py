@@ -1,5 +1,7 @@
-"""Builds and loads treelm's C++ extension: the fused ON-LSTM's time loops (``csrc/onlstm.cpp``,
-called by :mod:`treelm.kernels.onlstm_cxx`).
+"""Builds and loads treelm's C++ extension: the time loops of the fused ON-LSTM
+(``csrc/onlstm.cpp``, called by :mod:`treelm.kernels.onlstm_cxx`) and of the LSTM under bfloat16
+autocast (``csrc/lstm.cpp``, :mod:`treelm.kernels.lstm_cxx`), with what they share in
+``csrc/common.h`` and the Python bindings in ``csrc/module.cpp``.
 
     python -m treelm.kernels.build      # compile now (``make setup`` does) and say what was done
 
@@ -42,7 +44,9 @@ from types import ModuleType
 import torch
 
 ENV_VAR = "TREELM_CXX"
-SOURCE = Path(__file__).resolve().parent / "csrc" / "onlstm.cpp"
+CSRC = Path(__file__).resolve().parent / "csrc"
+SOURCES = sorted(CSRC.glob("*.cpp"))
+HEADERS = sorted(CSRC.glob("*.h"))
 _ISA_FLAGS = {
     "AVX2": ["-mavx2", "-mfma"],
     "AVX512": ["-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl"],
@@ -74,9 +78,11 @@ def flags() -> list[str]:
 
 def name() -> str:
     """The extension's name: instruction set and a hash of what determines the binary."""
-    h = hashlib.sha256(SOURCE.read_bytes())
+    h = hashlib.sha256()
+    for path in (*SOURCES, *HEADERS):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
     h.update(" ".join([*flags(), torch.__version__, sys.version]).encode())
-    return f"treelm_onlstm_{_isa().lower()}_{h.hexdigest()[:10]}"
+    return f"treelm_loops_{_isa().lower()}_{h.hexdigest()[:10]}"
 
 
 def build_dir() -> Path:
@@ -114,7 +120,7 @@ def compile_extension(verbose: bool = False) -> tuple[ModuleType, bool]:
     folder.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():     # its compiler-version warnings: the build says enough
         warnings.simplefilter("ignore")
-        module = cpp_load(mod_name, [str(SOURCE)], extra_cflags=flags(),
+        module = cpp_load(mod_name, [str(p) for p in SOURCES], extra_cflags=flags(),
                           extra_ldflags=["-fopenmp"], build_directory=str(folder),
                           verbose=verbose)
     return module, True
@@ -133,13 +139,13 @@ def load() -> ModuleType | None:
         if not (build_dir() / f"{name()}.so").exists():
             if compiler() is None:
                 raise RuntimeError(f"no C++ compiler ({os.environ.get('CXX', 'c++')}) to build it")
-            print(f"treelm: compiling the C++ ON-LSTM loop once, into {build_dir()}",
+            print(f"treelm: compiling the C++ time loops once, into {build_dir()}",
                   file=sys.stderr, flush=True)
         _module, _ = compile_extension()
     except Exception as e:  # whatever fails, the Python path still runs
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         _reason = f"{type(e).__name__}: {first}"
-        print(f"treelm: C++ ON-LSTM loop unavailable ({_reason}); using the Python fused path",
+        print(f"treelm: C++ time loops unavailable ({_reason}); using the Python paths",
               file=sys.stderr, flush=True)
         _module = None
     return _module
@@ -160,18 +166,18 @@ def unavailable_reason() -> str | None:
 
 def main() -> int:
     if not enabled():
-        print(f"treelm: ${ENV_VAR}=0, not building the C++ ON-LSTM loop")
+        print(f"treelm: ${ENV_VAR}=0, not building the C++ time loops")
         return 0
     t0 = time.perf_counter()
     try:
         _, built = compile_extension()
     except Exception as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        print(f"treelm: could not build the C++ ON-LSTM loop ({type(e).__name__}: {first}); "
-              "the Python fused path will run instead")
+        print(f"treelm: could not build the C++ time loops ({type(e).__name__}: {first}); "
+              "the Python paths will run instead")
         return 0        # not fatal: treelm works without it
     what = "built" if built else "already built"
-    print(f"treelm: C++ ON-LSTM loop {what} in {build_dir()} "
+    print(f"treelm: C++ time loops {what} in {build_dir()} "
           f"({time.perf_counter() - t0:.1f} s; flags {' '.join(flags())})")
     return 0
 

@@ -47,38 +47,19 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import CastMatmul, FixedMatmul, step_matmul
-from treelm.kernels.onlstm_torch import (
-    LayerOutput,
-    onlstm_torch_sequence,
-    project_inputs,
-    weight_grad,
-)
+from treelm.kernels.gemm import step_matmul
+from treelm.kernels.onlstm_torch import LayerOutput, onlstm_torch_sequence, project_inputs
 from treelm.kernels.precision import no_autocast
+from treelm.kernels.sequence import cxx_extension, cxx_operands, weight_grad
 
 __all__ = ["CxxONLSTMFunction", "cxx_available", "onlstm_cxx_sequence"]
 
-_KIND = {"mm": 0, "mkl": 1, "onednn": 2}
-
-
-def _extension() -> Any:
-    """The compiled module or ``None`` (:func:`treelm.kernels.build.load`; imported here, not at
-    the top, so that ``python -m treelm.kernels.build`` runs a module the package has not
-    imported yet)."""
-    from treelm.kernels import build
-
-    return build.load()
 _DTYPES = (torch.float32, torch.float64)
 
 
 def cxx_available() -> bool:
     """Whether the C++ loop can run here (built or buildable, and not switched off)."""
-    return _extension() is not None
-
-
-def _operands(product: FixedMatmul | CastMatmul) -> tuple[int, Tensor, Tensor | None]:
-    backend, w, packed = product.operands()
-    return _KIND[backend], w.detach(), packed
+    return cxx_extension() is not None
 
 
 class CxxONLSTMFunction(torch.autograd.Function):
@@ -96,11 +77,11 @@ class CxxONLSTMFunction(torch.autograd.Function):
         symmetric: bool,
         gemm_dtype: torch.dtype | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        ext = _extension()
+        ext = cxx_extension()
         assert ext is not None
         T, B, _ = xp.shape
         save = any(ctx.needs_input_grad[:4])
-        kind, w, packed = _operands(step_matmul(weight_hh, B, T, False, gemm_dtype))
+        kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, False, gemm_dtype))
         out, c_last, df, di, *saved = ext.forward(xp, h0, c0, kind, w, packed, n_levels,
                                                   symmetric, save)
         ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
@@ -114,13 +95,13 @@ class CxxONLSTMFunction(torch.autograd.Function):
     def backward(ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
                  ddf: Tensor | None, ddi: Tensor | None) -> tuple[Tensor | None, ...]:
         h0, weight_hh, out, gates, P, M, cs, tanh_c = ctx.saved_tensors
-        ext = _extension()
+        ext = cxx_extension()
         assert ext is not None
         T, B, _ = gates.shape
         need = ctx.needs_input_grad
         low = ctx.gemm_dtype
         with no_autocast(h0.device.type, low is not None):
-            kind, w, packed = _operands(step_matmul(weight_hh, B, T, True, low))
+            kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, True, low))
             dG, dh0, dc0 = ext.backward(dout, dh_last, dc_last, ddf, ddi, gates, P, M, cs,
                                         tanh_c, kind, w, packed, ctx.symmetric)
             dU = weight_grad(dG, h0, out, low, weight_hh.dtype) if need[3] else None
@@ -132,7 +113,7 @@ def _runs_here(x: Tensor, tensors: tuple[Tensor, ...]) -> bool:
     """CPU tensors of one float32/float64 dtype, and the extension loaded."""
     return (x.device.type == "cpu" and x.dtype in _DTYPES
             and all(t.dtype == x.dtype and t.device.type == "cpu" for t in tensors)
-            and _extension() is not None)
+            and cxx_extension() is not None)
 
 
 def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
@@ -154,9 +135,9 @@ def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tens
             )
         else:
             T, B, _ = xp.shape
-            ext = _extension()
+            ext = cxx_extension()
             assert ext is not None
-            kind, w, packed = _operands(step_matmul(weight_hh, B, T, False, low))
+            kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, False, low))
             out, c, df, di, _ = ext.forward(xp, h0, c0, kind, w, packed, n_levels, symmetric,
                                             False)
             h = out[-1]

@@ -60,13 +60,14 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import linear, matmul, step_matmul
+from treelm.kernels.gemm import step_matmul
 from treelm.kernels.onlstm_buffers import ForwardBuffers
-from treelm.kernels.precision import autocast_dtype, no_autocast
+from treelm.kernels.precision import no_autocast
+from treelm.kernels.sequence import project_inputs as project
+from treelm.kernels.sequence import weight_grad
 
 __all__ = ["CellFactory", "ForwardBuffers", "LayerOutput", "ONLSTMFunction", "TorchBackCell",
            "TorchCell", "onlstm_backward_loop", "onlstm_forward_loop", "onlstm_torch_sequence",
@@ -292,18 +293,6 @@ def onlstm_backward_loop(dout: Tensor | None, dh_last: Tensor | None, dc_last: T
     return dG, dh, dc, dU
 
 
-def weight_grad(dG: Tensor, h0: Tensor, out: Tensor, gemm_dtype: torch.dtype | None,
-                dtype: torch.dtype) -> Tensor:
-    """``δU = Σ_t δz_tᵀ h_{t-1}``: one ``(G, T·B)·(T·B, H)`` product (in ``gemm_dtype`` when
-    set), returned in ``dtype``."""
-    T, _, G = dG.shape
-    hs = torch.cat((h0.unsqueeze(0), out[:-1])) if T > 1 else h0.unsqueeze(0)
-    a, b = dG.reshape(-1, G), hs.reshape(-1, out.shape[-1])
-    if gemm_dtype is None:
-        return matmul(a.t(), b)
-    return matmul(a.to(gemm_dtype).t(), b.to(gemm_dtype)).to(dtype)
-
-
 class ONLSTMFunction(torch.autograd.Function):
     """Whole-sequence ON-LSTM recurrence: ``(xp, h0, c0, weight_hh) -> (out, h_T, c_T, df, di)``.
 
@@ -379,18 +368,11 @@ def onlstm_torch_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Te
 def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
                    weight_hh: Tensor, bias_hh: Tensor, master_input: str
                    ) -> tuple[Tensor, Tensor, Tensor, bool, torch.dtype | None, bool]:
-    """What every fused path does before its time loop: ``xp = x W_ihᵀ + b_ih + b_hh`` for all
-    steps in one GEMM (autocast's product, taken back to float32, under autocast), the state in
-    float32 under autocast; returns ``(xp, h0, c0, symmetric, autocast dtype or None, whether a
-    gradient is wanted)``."""
+    """What every fused ON-LSTM path does before its time loop
+    (:func:`treelm.kernels.sequence.project_inputs`), with the master input gate's variant
+    checked; returns ``(xp, h0, c0, symmetric, autocast dtype or None, whether a gradient is
+    wanted)``."""
     if master_input not in ("paper", "symmetric"):
         raise ValueError(f"unknown master_input {master_input!r}")
-    h0, c0 = state
-    low = autocast_dtype(x.device.type)
-    if low is None:
-        xp = linear(x, weight_ih, bias_ih + bias_hh)          # all steps' input part, one GEMM
-    else:                       # autocast's product, then the recurrence in float32
-        xp = F.linear(x, weight_ih, bias_ih + bias_hh).float()
-        h0, c0 = h0.float(), c0.float()
-    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (xp, h0, c0, weight_hh))
+    xp, h0, c0, low, grad = project(x, state, weight_ih, bias_ih, weight_hh, bias_hh)
     return xp, h0, c0, master_input == "symmetric", low, grad

@@ -188,13 +188,19 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parse(sub: Any) -> argparse.ArgumentParser:
-    p = add_verb(sub, "parse", cmd_parse, epilog=PARSE_EPILOG)
+def _add_run_and_sentence(p: argparse.ArgumentParser, stdin: str) -> None:
+    """The run and the sentence, as ``parse`` and ``plot`` take them (``stdin``: what the
+    default or ``-`` reads)."""
     p.add_argument("run_dir", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (a language model, or a translation "
                    "model's encoder)")
     p.add_argument("sentence", nargs="?", metavar="SENTENCE",
-                   help="the sentence (default, or '-': read sentences from stdin)")
+                   help=f"the sentence (default, or '-': {stdin})")
+
+
+def add_parse(sub: Any) -> argparse.ArgumentParser:
+    p = add_verb(sub, "parse", cmd_parse, epilog=PARSE_EPILOG)
+    _add_run_and_sentence(p, "read sentences from stdin")
     p.add_argument("--input", metavar="FILE",
                    help="read sentences from this file, one per line")
     p.add_argument("--layer", metavar="K|all",
@@ -325,11 +331,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def add_plot(sub: Any) -> argparse.ArgumentParser:
     p = add_verb(sub, "plot", cmd_plot, epilog=PLOT_EPILOG)
-    p.add_argument("run_dir", metavar="RUN_DIR",
-                   help="a trained run with ON-LSTM layers (a language model, or a translation "
-                   "model's encoder)")
-    p.add_argument("sentence", nargs="?", metavar="SENTENCE",
-                   help="the sentence (default, or '-': one line from stdin)")
+    _add_run_and_sentence(p, "one line from stdin")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="image to write")
     p.add_argument("--layer", metavar="K",
                    help="layer whose d_f makes the tree (default: the last-but-one)")

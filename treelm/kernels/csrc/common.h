@@ -1,0 +1,162 @@
+// What treelm's C++ time loops share (csrc/onlstm.cpp, csrc/lstm.cpp; bound to Python in
+// csrc/module.cpp): float32 exp/sigmoid/tanh the compiler can vectorise, the per-step recurrent
+// product on the GEMM backend treelm.kernels.gemm measured fastest, and the entry points.
+
+#pragma once
+
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+namespace treelm {
+
+// A row's arrays never overlap: saying so lets the compiler vectorise loops that touch a dozen of
+// them (it gives up on checking that many pairs at run time).
+#define RESTRICT __restrict__
+
+// ------------------------------------------------------------------------------------ math
+
+// exp for float32, accurate to about 2 ulp on [-87, 88] and clamped outside (exp(-87) ~ 1.6e-38,
+// which the gates round to the same 0 and 1 as the exact value): Cody-Waite range reduction
+// x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for exp(r) (Cephes' expf coefficients),
+// and 2^n assembled in the exponent bits. Rounding n by adding and subtracting 1.5 * 2^23 keeps it
+// free of calls (floor/nearbyint are library calls without SSE4.1).
+inline float exp_approx(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  const float shifter = 12582912.0f;  // 1.5 * 2^23
+  float n = x * 1.44269504088896341f + shifter;
+  n = n - shifter;
+  float r = x - n * 0.693359375f;      // ln2 in two parts: hi exact in float, lo the rest
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;   // 2^n, n in [-126, 127]
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+inline double exp_approx(double x) { return std::exp(x); }
+
+template <typename T>
+inline T sigmoid(T x) {
+  return T(1) / (T(1) + exp_approx(-x));
+}
+
+// tanh x = sign(x) (1 − e) / (1 + e), e = exp(−2|x|): no overflow, absolute error ~1e-7 in float32
+inline float tanh_approx(float x) {
+  float a = x < 0.0f ? -x : x;
+  float e = exp_approx(-2.0f * a);
+  float t = (1.0f - e) / (1.0f + e);
+  return x < 0.0f ? -t : t;
+}
+
+inline double tanh_approx(double x) { return std::tanh(x); }
+
+// --------------------------------------------------------------------------------- products
+
+// The per-step product a -> a W' (W' = Uᵀ forward, U backward) as treelm.kernels.gemm prepared
+// it: kind 0 torch.mm against `w` (the (K, N) right operand, possibly a transposed view), kind 1
+// MKL's packed linear (`packed`, with `w` the (N, K) weight it was packed from), kind 2 oneDNN's
+// linear against `w` (packed or plain). When `w` has another dtype than the loop's (autocast's
+// bfloat16 products), the left operand is copied into a buffer of that dtype first and the
+// result, rounded to that dtype, is widened to the loop's, as treelm.kernels.gemm.CastMatmul
+// does. The caller adds the input part itself (in the gate loop), saving a pass over memory.
+struct Product {
+  int64_t kind;
+  at::Tensor w, packed;
+  int64_t batch;
+  at::Tensor low, res, wide;  // cast left operand; torch.mm's result; the result widened
+
+  Product(int64_t kind_, at::Tensor w_, std::optional<at::Tensor> packed_, int64_t batch_,
+          const at::Tensor& like, int64_t k, int64_t n)
+      : kind(kind_), w(std::move(w_)), batch(batch_) {
+    TORCH_CHECK(kind >= 0 && kind <= 2, "unknown product kind ", kind);
+    if (packed_.has_value()) packed = *packed_;
+    TORCH_CHECK(kind != 1 || packed.defined(), "an MKL product needs its packed weight");
+    auto in_w = like.options().dtype(w.scalar_type());
+    if (w.scalar_type() != like.scalar_type()) {
+      low = at::empty({batch, k}, in_w);
+      wide = at::empty({batch, n}, like.options());
+    }
+    if (kind == 0) res = at::empty({batch, n}, in_w);
+  }
+
+  at::Tensor packed_call(const at::Tensor& a) const {
+    torch::jit::Stack stack;
+    if (kind == 1) {
+      static const c10::OperatorHandle mkl =
+          c10::Dispatcher::singleton().findSchemaOrThrow("mkl::_mkl_linear", "");
+      stack = {a, packed, w, c10::IValue(), batch};
+      mkl.callBoxed(&stack);
+    } else {
+      static const c10::OperatorHandle onednn =
+          c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
+      stack = {a, w, c10::IValue(), std::string("none"),
+               c10::List<std::optional<at::Scalar>>(), std::string("")};
+      onednn.callBoxed(&stack);
+    }
+    return stack[0].toTensor();
+  }
+
+  // a W' (B, N), contiguous, in the loop's dtype: one of this object's buffers (valid until the
+  // next call) or the packed op's fresh result
+  at::Tensor operator()(const at::Tensor& a) {
+    const at::Tensor& lhs = low.defined() ? low.copy_(a) : a;
+    at::Tensor r = kind == 0 ? at::mm_out(res, lhs, w) : packed_call(lhs).contiguous();
+    return low.defined() ? wide.copy_(r) : r;
+  }
+};
+
+// Rows per parallel task: enough work per task that a small batch (decoding, batch-1
+// evaluation) runs on the calling thread alone.
+inline int64_t grain(int64_t gate_width) { return std::max<int64_t>(1, 32768 / gate_width); }
+
+inline void check_cpu(const at::Tensor& t, const char* name, at::ScalarType dtype) {
+  TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
+  TORCH_CHECK(t.scalar_type() == dtype, name, " has dtype ", t.scalar_type(), ", expected ",
+              dtype);
+}
+
+// ------------------------------------------------------------------------------ entry points
+
+// csrc/onlstm.cpp
+std::vector<at::Tensor> onlstm_forward(const at::Tensor& xp, const at::Tensor& h0,
+                                       const at::Tensor& c0, int64_t kind, at::Tensor w,
+                                       std::optional<at::Tensor> packed, int64_t n_levels,
+                                       bool symmetric, bool save);
+std::vector<at::Tensor> onlstm_backward(std::optional<at::Tensor> dout,
+                                        std::optional<at::Tensor> dh_last,
+                                        std::optional<at::Tensor> dc_last,
+                                        std::optional<at::Tensor> ddf,
+                                        std::optional<at::Tensor> ddi, const at::Tensor& gates,
+                                        const at::Tensor& P, const at::Tensor& M,
+                                        const at::Tensor& cs, const at::Tensor& tanh_c,
+                                        int64_t kind, at::Tensor w,
+                                        std::optional<at::Tensor> packed, bool symmetric);
+// csrc/lstm.cpp
+std::vector<at::Tensor> lstm_forward(const at::Tensor& xp, const at::Tensor& h0,
+                                     const at::Tensor& c0, int64_t kind, at::Tensor w,
+                                     std::optional<at::Tensor> packed, bool save);
+std::vector<at::Tensor> lstm_backward(std::optional<at::Tensor> dout,
+                                      std::optional<at::Tensor> dh_last,
+                                      std::optional<at::Tensor> dc_last, const at::Tensor& gates,
+                                      const at::Tensor& cs, const at::Tensor& tanh_c,
+                                      int64_t kind, at::Tensor w,
+                                      std::optional<at::Tensor> packed);
+
+}  // namespace treelm

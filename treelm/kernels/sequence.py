@@ -1,0 +1,69 @@
+"""What every fused recurrent layer does around its time loop, whichever cell it computes
+(:mod:`treelm.kernels.onlstm_torch`, :mod:`treelm.kernels.onlstm_cxx`,
+:mod:`treelm.kernels.lstm_cxx`):
+
+    xp = x W_ihᵀ + b_ih + b_hh         all steps' input part in one GEMM, before the loop
+    δU = Σ_t δz_tᵀ h_{t-1}              the recurrent weight's gradient in one GEMM, after it
+
+and the C++ extension with the operands of a per-step product prepared for it. Under
+``torch.autocast`` both GEMMs run in the autocast dtype and the loop in float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from treelm.kernels.gemm import CastMatmul, FixedMatmul, linear, matmul
+from treelm.kernels.precision import autocast_dtype
+
+__all__ = ["cxx_extension", "cxx_operands", "project_inputs", "weight_grad"]
+
+_KIND = {"mm": 0, "mkl": 1, "onednn": 2}
+
+
+def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
+                   weight_hh: Tensor, bias_hh: Tensor
+                   ) -> tuple[Tensor, Tensor, Tensor, torch.dtype | None, bool]:
+    """``xp = x W_ihᵀ + b_ih + b_hh`` for all steps in one GEMM (autocast's product, taken back
+    to float32, under autocast), the state in float32 under autocast; returns ``(xp, h0, c0,
+    autocast dtype or None, whether a gradient is wanted)``."""
+    h0, c0 = state
+    low = autocast_dtype(x.device.type)
+    if low is None:
+        xp = linear(x, weight_ih, bias_ih + bias_hh)
+    else:                       # autocast's product, then the recurrence in float32
+        xp = F.linear(x, weight_ih, bias_ih + bias_hh).float()
+        h0, c0 = h0.float(), c0.float()
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (xp, h0, c0, weight_hh))
+    return xp, h0, c0, low, grad
+
+
+def weight_grad(dG: Tensor, h0: Tensor, out: Tensor, gemm_dtype: torch.dtype | None,
+                dtype: torch.dtype) -> Tensor:
+    """``δU = Σ_t δz_tᵀ h_{t-1}``: one ``(G, T·B)·(T·B, H)`` product (in ``gemm_dtype`` when
+    set), returned in ``dtype``."""
+    T, _, G = dG.shape
+    hs = torch.cat((h0.unsqueeze(0), out[:-1])) if T > 1 else h0.unsqueeze(0)
+    a, b = dG.reshape(-1, G), hs.reshape(-1, out.shape[-1])
+    if gemm_dtype is None:
+        return matmul(a.t(), b)
+    return matmul(a.to(gemm_dtype).t(), b.to(gemm_dtype)).to(dtype)
+
+
+def cxx_extension() -> Any:
+    """The compiled time loops or ``None`` (:func:`treelm.kernels.build.load`; imported here,
+    not at the top, so that ``python -m treelm.kernels.build`` runs a module the package has not
+    imported yet)."""
+    from treelm.kernels import build
+
+    return build.load()
+
+
+def cxx_operands(product: FixedMatmul | CastMatmul) -> tuple[int, Tensor, Tensor | None]:
+    """A per-step product as the C++ loops take it: (backend code, weight, packed weight)."""
+    backend, w, packed = product.operands()
+    return _KIND[backend], w.detach(), packed
