@@ -153,7 +153,11 @@ def precision_section(path: Path, rec: dict) -> list[str]:
                       if k.startswith("valid_")), None)
             return v or ("skipped" if "skipped" in q.get(p, {}) else "—")
 
-        ratio = f"{e['bf16_over_fp32']:.2f}×" if "bf16_over_fp32" in e else "—"
+        sp = e.get("speed", {})
+        if "fp32" in sp and "bf16" in sp:      # from the speeds: the record's ratio is rounded
+            ratio = f"{sp['bf16']['tokens_per_s'] / sp['fp32']['tokens_per_s']:.2f}×"
+        else:
+            ratio = f"{e['bf16_over_fp32']:.2f}×" if "bf16_over_fp32" in e else "—"
         diff = (f"{100 * e['quality_bf16_vs_fp32']:+.2f}%" if "quality_bf16_vs_fp32" in e
                 else "—")
         units = next((f"{x['units']:,}" for x in q.values() if "units" in x), "—")

@@ -72,6 +72,8 @@ class Cell(nn.Module):
         Under CPU autocast the cell's own step loop runs instead: oneDNN's bfloat16 RNN primitive
         carries the state in bfloat16 and is missing on CPUs without native bfloat16, while the
         loop's products go through ``gemm.linear`` in bfloat16 with gates and state in float32.
+        (The LSTM overrides this with a C++ loop of the same precision rules,
+        :mod:`treelm.kernels.lstm_cxx`.)
         """
         kernel = self.kernel()
         if kernel is None or (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")):
