@@ -134,29 +134,8 @@ inline void check_cpu(const at::Tensor& t, const char* name, at::ScalarType dtyp
 
 // ------------------------------------------------------------------------------ entry points
 
-// csrc/onlstm.cpp
-std::vector<at::Tensor> onlstm_forward(const at::Tensor& xp, const at::Tensor& h0,
-                                       const at::Tensor& c0, int64_t kind, at::Tensor w,
-                                       std::optional<at::Tensor> packed, int64_t n_levels,
-                                       bool symmetric, bool save);
-std::vector<at::Tensor> onlstm_backward(std::optional<at::Tensor> dout,
-                                        std::optional<at::Tensor> dh_last,
-                                        std::optional<at::Tensor> dc_last,
-                                        std::optional<at::Tensor> ddf,
-                                        std::optional<at::Tensor> ddi, const at::Tensor& gates,
-                                        const at::Tensor& P, const at::Tensor& M,
-                                        const at::Tensor& cs, const at::Tensor& tanh_c,
-                                        int64_t kind, at::Tensor w,
-                                        std::optional<at::Tensor> packed, bool symmetric);
-// csrc/lstm.cpp
-std::vector<at::Tensor> lstm_forward(const at::Tensor& xp, const at::Tensor& h0,
-                                     const at::Tensor& c0, int64_t kind, at::Tensor w,
-                                     std::optional<at::Tensor> packed, bool save);
-std::vector<at::Tensor> lstm_backward(std::optional<at::Tensor> dout,
-                                      std::optional<at::Tensor> dh_last,
-                                      std::optional<at::Tensor> dc_last, const at::Tensor& gates,
-                                      const at::Tensor& cs, const at::Tensor& tanh_c,
-                                      int64_t kind, at::Tensor w,
-                                      std::optional<at::Tensor> packed);
+// Each loop's file defines its functions and binds them into the Python module (module.cpp).
+void bind_onlstm(pybind11::module_& m);  // csrc/onlstm.cpp
+void bind_lstm(pybind11::module_& m);    // csrc/lstm.cpp
 
 }  // namespace treelm

@@ -189,4 +189,14 @@ std::vector<at::Tensor> lstm_backward(std::optional<at::Tensor> dout,
   return r;
 }
 
+void bind_lstm(pybind11::module_& m) {
+  namespace py = pybind11;
+  m.def("lstm_forward", &lstm_forward, "LSTM forward recurrence", py::arg("xp"), py::arg("h0"),
+        py::arg("c0"), py::arg("kind"), py::arg("w"), py::arg("packed"), py::arg("save"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("lstm_backward", &lstm_backward, "LSTM BPTT loop", py::arg("dout"), py::arg("dh_last"),
+        py::arg("dc_last"), py::arg("gates"), py::arg("cs"), py::arg("tanh_c"), py::arg("kind"),
+        py::arg("w"), py::arg("packed"), py::call_guard<py::gil_scoped_release>());
+}
+
 }  // namespace treelm

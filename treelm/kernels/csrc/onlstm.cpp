@@ -377,4 +377,17 @@ std::vector<at::Tensor> onlstm_backward(std::optional<at::Tensor> dout,
   return r;
 }
 
+void bind_onlstm(pybind11::module_& m) {
+  namespace py = pybind11;
+  m.def("forward", &onlstm_forward, "ON-LSTM forward recurrence",
+        py::arg("xp"), py::arg("h0"), py::arg("c0"), py::arg("kind"), py::arg("w"),
+        py::arg("packed"), py::arg("n_levels"), py::arg("symmetric"), py::arg("save"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("backward", &onlstm_backward, "ON-LSTM BPTT loop", py::arg("dout"),
+        py::arg("dh_last"), py::arg("dc_last"), py::arg("ddf"), py::arg("ddi"),
+        py::arg("gates"), py::arg("P"), py::arg("M"), py::arg("cs"), py::arg("tanh_c"),
+        py::arg("kind"), py::arg("w"), py::arg("packed"), py::arg("symmetric"),
+        py::call_guard<py::gil_scoped_release>());
+}
+
 }  // namespace treelm
