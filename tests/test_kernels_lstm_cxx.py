@@ -14,43 +14,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 from test_kernels_onlstm import _backend_params, _OpLog, forced_gemm  # noqa: F401 (a fixture)
+from test_kernels_onlstm_cxx import count_calls, ext  # noqa: F401 (ext: the autouse fixture)
 from torch import Tensor, nn
 
 from treelm.cells.lstm import LSTM
-from treelm.kernels import build, gemm
+from treelm.kernels import gemm
 from treelm.kernels.lstm_cxx import CxxLSTMFunction, lstm_cxx_sequence
 
 if shutil.which(os.environ.get("CXX", "c++")) is None:
     pytest.skip("no C++ compiler: the C++ LSTM loop cannot be built here", allow_module_level=True)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ext():
-    """The compiled extension; with a compiler present a failed build is a failure, not a skip."""
-    if not build.enabled():
-        pytest.skip(f"${build.ENV_VAR}=0 in this environment")
-    module = build.load()
-    assert module is not None, build.unavailable_reason()
-    return module
-
-
 @pytest.fixture
-def calls(ext, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+def calls(ext, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:  # noqa: F811
     """Counts the LSTM loops' calls (so a test can tell which path ran)."""
-    n = {"lstm_forward": 0, "lstm_backward": 0}
-
-    def counting(name: str):  # noqa: ANN202
-        f = getattr(ext, name)
-
-        def counted(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-            n[name] += 1
-            return f(*args, **kw)
-
-        return counted
-
-    for name in n:
-        monkeypatch.setattr(ext, name, counting(name))
-    return n
+    return count_calls(ext, monkeypatch, ("lstm_forward", "lstm_backward"))
 
 
 BACKENDS = [p for p in _backend_params((torch.float32, torch.float64)) if p.values[0] == "cpu"]

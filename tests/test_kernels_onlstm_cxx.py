@@ -46,10 +46,11 @@ def ext():
     return module
 
 
-@pytest.fixture
-def calls(ext, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts the extension's forward/backward calls (so a test can tell which path ran)."""
-    n = {"forward": 0, "backward": 0}
+def count_calls(ext, monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...]) -> dict[str, int]:
+    """Counts calls of the extension's functions ``names`` (so a test can tell which path
+    ran); the counts live in the returned dict."""
+    n = dict.fromkeys(names, 0)
+
     def counting(name: str):  # noqa: ANN202
         f = getattr(ext, name)
 
@@ -62,6 +63,12 @@ def calls(ext, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     for name in n:
         monkeypatch.setattr(ext, name, counting(name))
     return n
+
+
+@pytest.fixture
+def calls(ext, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the ON-LSTM loops' forward/backward calls."""
+    return count_calls(ext, monkeypatch, ("forward", "backward"))
 
 
 SHAPES = [(1, 1, 3, 10), (5, 3, 4, 10), (7, 2, 6, 20)]
