@@ -71,7 +71,7 @@ class LSTM(Cell):
         if self.peephole or not (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")):
             return super().fused(x, state, weights)
         if state is None:
-            state = self.init_state(x.size(1), x.float())
+            state = self.init_state(x.size(1), x.new_empty(0, dtype=torch.float32))  # no copy of x
         w_hh = self.weight_hh if weights is None else weights["weight_hh"]
         res = lstm_cxx_sequence(x, state, self.weight_ih, self.bias_ih, w_hh, self.bias_hh)
         return None if res is None else (*res, {})
