@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "text": {"errors"},
     "kernels": set(),
     "cells": {"kernels"},
-    "nn": {"cells"},
+    "nn": {"cells", "kernels"},
     "models": {"cells", "nn", "kernels", "config", "errors"},
     "data": {"text", "config", "errors"},
     "rundir": {"text", "errors"},

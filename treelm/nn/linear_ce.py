@@ -10,7 +10,9 @@ softmax, and in the backward a zero-filled (N, V) gradient, the log-softmax grad
 six passes over N·V floats (90 MB each for a PTB batch of 64 × 35 rows and 10,000 words), which
 cost as much as the output layer's three products once those run in bfloat16. Here the forward
 computes G block by block (each block's logits stay in cache), stores it once in the products'
-dtype, and the backward is the two products above.
+dtype, and the backward is the two products above. Each block's product is written straight
+into G's rows, and on the CPU the softmax, the loss, G and the bias gradient are one C++ pass
+per row (:mod:`treelm.kernels.softmax_ce`; elsewhere the same equations in PyTorch).
 
 Precision: under bfloat16 autocast the products take bfloat16 operands (as ``nn.Linear`` would);
 the logits are brought to float32 before the bias, the log-softmax and the loss, which are float32;
@@ -23,6 +25,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from treelm.kernels.softmax_ce import softmax_ce_rows
+
 BLOCK = 256          # rows of logits at a time: 256 × 10,000 float32 = 10 MB, in L2/L3 cache
 
 
@@ -34,6 +38,24 @@ def _operand_dtype(h: Tensor) -> torch.dtype:
     return h.dtype
 
 
+def _rows_torch(z: Tensor, bias: Tensor | None, target: Tensor, grad_bias: Tensor | None,
+                acc: torch.dtype) -> Tensor:
+    """The block's summed loss, its gradient G written over ``z``: the C++ kernel's equations
+    (:mod:`treelm.kernels.softmax_ce`) in PyTorch, for where it does not apply."""
+    u = z.to(acc)
+    if bias is not None:
+        u = u + bias
+    logp = torch.log_softmax(u, dim=1)
+    t = target.unsqueeze(1)
+    loss = -logp.gather(1, t).sum(dtype=torch.float64)
+    p = logp.exp_()                                   # softmax, in place
+    p.scatter_add_(1, t, p.new_full(t.shape, -1.0))   # − onehot(y)
+    if grad_bias is not None:
+        grad_bias += p.sum(0)
+    z.copy_(p)
+    return loss
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
@@ -41,23 +63,16 @@ class _LinearCrossEntropy(torch.autograd.Function):
         hc, wc = h.to(dtype), weight.to(dtype)
         acc = torch.float64 if dtype == torch.float64 else torch.float32   # logits and loss
         n, v = h.size(0), weight.size(0)
+        target = target.to(torch.int64).contiguous()
         grad_z = torch.empty(n, v, dtype=dtype, device=h.device)
         grad_b = torch.zeros(v, dtype=acc, device=h.device) if bias is not None else None
         total = torch.zeros((), dtype=torch.float64, device=h.device)
-        b = None if bias is None else bias.to(acc)       # once, not per block
+        b = None if bias is None else bias.to(acc).contiguous()     # once, not per block
         for lo in range(0, n, block):
             hi = min(lo + block, n)
-            z = torch.mm(hc[lo:hi], wc.t()).to(acc)
-            if b is not None:
-                z += b
-            logp = torch.log_softmax(z, dim=1)
-            t = target[lo:hi].unsqueeze(1)
-            total -= logp.gather(1, t).sum(dtype=torch.float64)
-            p = logp.exp_()                               # softmax, in place
-            p.scatter_add_(1, t, p.new_full(t.shape, -1.0))   # − onehot(y)
-            if grad_b is not None:
-                grad_b += p.sum(0)
-            grad_z[lo:hi] = p
+            z = torch.mm(hc[lo:hi], wc.t(), out=grad_z[lo:hi])       # G's rows, overwritten
+            loss = softmax_ce_rows(z, b, target[lo:hi], grad_b)
+            total += _rows_torch(z, b, target[lo:hi], grad_b, acc) if loss is None else loss
         ctx.save_for_backward(hc, wc, grad_z, grad_b)
         ctx.n, ctx.dtypes = n, (h.dtype, weight.dtype)
         return (total / n).to(acc)

@@ -1,5 +1,5 @@
-// What treelm's C++ time loops share (csrc/onlstm.cpp, csrc/lstm.cpp; bound to Python in
-// csrc/module.cpp): float32 exp/sigmoid/tanh the compiler can vectorise, the per-step recurrent
+// What treelm's C++ kernels share (the time loops csrc/onlstm.cpp and csrc/lstm.cpp, the softmax
+// cross-entropy csrc/softmax_ce.cpp; bound to Python in csrc/module.cpp): float32 exp/sigmoid/tanh the compiler can vectorise, the per-step recurrent
 // product on the GEMM backend treelm.kernels.gemm measured fastest, and the entry points.
 
 #pragma once
@@ -135,7 +135,8 @@ inline void check_cpu(const at::Tensor& t, const char* name, at::ScalarType dtyp
 // ------------------------------------------------------------------------------ entry points
 
 // Each loop's file defines its functions and binds them into the Python module (module.cpp).
-void bind_onlstm(pybind11::module_& m);  // csrc/onlstm.cpp
-void bind_lstm(pybind11::module_& m);    // csrc/lstm.cpp
+void bind_onlstm(pybind11::module_& m);      // csrc/onlstm.cpp
+void bind_lstm(pybind11::module_& m);        // csrc/lstm.cpp
+void bind_softmax_ce(pybind11::module_& m);  // csrc/softmax_ce.cpp
 
 }  // namespace treelm
