@@ -1,12 +1,14 @@
 """Whole-training tokens/s in float32 and in bf16 mixed precision, and what ``auto`` picks.
 
     python benchmarks/precision.py [--configs configs/ptb-onlstm-cpu.yaml configs/ptb-lstm-cpu.yaml]
-        [--seconds 90] [--quality-units 3000000 [--quality-jobs 2]] [--out PATH]
+        [--seconds 90 [--rounds 4]] [--quality-units 3000000 [--quality-jobs 2]] [--out PATH]
 
-Speed: for each config and precision the real training step (``Trainer.step``: the task's
-batches, forward and loss under the precision's autocast, backward, clipping, the optimiser) runs
-``--warmup`` batches, then as many as fit in ``--seconds``; tokens/s = units / time. Nothing else
-runs in the process meanwhile (no validation). Run it alone on the machine.
+Speed: for each config, one trainer per precision runs the real training step (``Trainer.step``:
+the task's batches, forward and loss under the precision's autocast, backward, clipping, the
+optimiser), ``--warmup`` batches, then as many as fit in ``--seconds``, the precisions taking
+turns in ``--rounds`` slices (so that a machine whose speed drifts slows both alike); tokens/s =
+units / time, with each round's rate beside it. Nothing else runs in the process meanwhile (no
+validation). Run it alone on the machine.
 
 Quality (``--quality-units N``): ``treelm train`` of each config in each precision from the same
 seed, at a constant learning rate, for the same N training units (``train.max_units``), then the
@@ -46,34 +48,58 @@ from treelm.train.trainer import Trainer  # noqa: E402
 CONFIGS = ["configs/ptb-onlstm-cpu.yaml", "configs/ptb-lstm-cpu.yaml"]
 
 
-def tokens_per_s(config: str, prec: str, seconds: float, warmup: int, max_batches: int,
-                 overrides: list[str]) -> dict:
-    """Training steps of ``config`` in ``prec`` for about ``seconds``: units/s and batches."""
-    cfg = apply_overrides(load_config(config), [f"train.precision={prec}",
-                                                "train.lr_schedule=constant", *overrides])
-    with tempfile.TemporaryDirectory() as tmp:
-        tr = Trainer(cfg, RunFiles(Path(tmp) / "run"), quiet=True)
-        tr.net.train()
-        batches = tr.task.batches()
-        for _ in range(warmup):
-            batch = next(batches)
-            tr.step(batch, tr.tc.lr)
-        units, n, t0 = 0, 0, time.perf_counter()
-        while n < max_batches and time.perf_counter() - t0 < seconds:
-            batch = next(batches)
-            tr.step(batch, tr.tc.lr)
-            units += batch.size
-            n += 1
-        dt = time.perf_counter() - t0
-    return {"tokens_per_s": round(units / dt, 1), "batches": n, "tokens": units,
-            "seconds": round(dt, 2)}
+def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: int,
+           max_batches: int, overrides: list[str]) -> dict[str, dict]:
+    """Training steps of ``config`` in each of ``precs`` for about ``seconds`` each: units/s.
+
+    One trainer per precision, built side by side in this process; the timed part takes turns,
+    ``rounds`` slices of ``seconds / rounds`` per precision, the order reversed every other round
+    (fp32 bf16 bf16 fp32 ...). On a shared machine whose speed drifts by several percent from
+    one minute to the next, taking turns lets the drift fall on both precisions alike rather than
+    on whichever ran second."""
+    tmp = tempfile.TemporaryDirectory()
+    try:
+        trainers, batches = {}, {}
+        for prec in precs:
+            cfg = apply_overrides(load_config(config), [f"train.precision={prec}",
+                                                        "train.lr_schedule=constant", *overrides])
+            tr = Trainer(cfg, RunFiles(Path(tmp.name) / prec), quiet=True)
+            tr.net.train()
+            trainers[prec], batches[prec] = tr, tr.task.batches()
+            for _ in range(warmup):
+                tr.step(next(batches[prec]), tr.tc.lr)
+        done = {p: {"units": 0, "batches": 0, "seconds": 0.0, "rounds": []} for p in precs}
+        for r in range(rounds):
+            for prec in (precs if r % 2 == 0 else precs[::-1]):
+                tr, d = trainers[prec], done[prec]
+                units, n, t0 = 0, 0, time.perf_counter()
+                while (d["batches"] + n < max_batches
+                       and time.perf_counter() - t0 < seconds / rounds):
+                    batch = next(batches[prec])
+                    tr.step(batch, tr.tc.lr)
+                    units += batch.size
+                    n += 1
+                dt = time.perf_counter() - t0
+                d["units"] += units
+                d["batches"] += n
+                d["seconds"] += dt
+                d["rounds"].append(round(units / dt, 1) if n else None)
+    finally:
+        tmp.cleanup()
+    return {p: {"tokens_per_s": round(d["units"] / d["seconds"], 1), "batches": d["batches"],
+                "tokens": d["units"], "seconds": round(d["seconds"], 2),
+                "per_round": d["rounds"]} for p, d in done.items()}
 
 
 #: The products of a PTB CPU config's training step (rows M = 64 × 35 tokens): the output
-#: layer's forward, input gradient and weight gradient, a layer's input projection and one step.
+#: layer's forward, input gradient and weight gradient, a layer's input projection and one step;
+#: and the machine's peak.
 PRODUCTS = {"output layer": (2240, 400, 10000), "output input-gradient": (2240, 10000, 400),
             "output weight-gradient": (10000, 2240, 400), "layer input projection":
-            (2240, 400, 1680), "one recurrent step": (64, 400, 1680)}
+            (2240, 400, 1680), "one recurrent step": (64, 400, 1680),
+            # not the step's: a large square product, bound by the multiply units alone, is
+            # how much faster this CPU multiplies in bfloat16 at best
+            "peak (square)": (2048, 2048, 2048)}
 
 
 def products(repeats: int = 10) -> dict[str, dict]:
@@ -150,7 +176,10 @@ def main() -> None:
     ap.add_argument("--configs", nargs="+", default=CONFIGS)
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"],
                     choices=["fp32", "bf16"])
-    ap.add_argument("--seconds", type=float, default=90.0, help="timed training per measurement")
+    ap.add_argument("--seconds", type=float, default=90.0,
+                    help="timed training per config and precision")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="turns the precisions take within those seconds (drift falls on both)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed batches first")
     ap.add_argument("--max-batches", type=int, default=10_000)
     ap.add_argument("--quality-units", type=int, default=0,
@@ -170,19 +199,20 @@ def main() -> None:
     day = json.loads(path.read_text()) if path.exists() else {}
     # a config's entry keeps what the day's record has and this run does not measure
     entries = {c: {"speed": {}, **day.get("configs", {}).get(c, {})} for c in args.configs}
-    top = {"auto": auto.as_dict(), "threads": torch.get_num_threads(), "seconds": args.seconds}
+    top = {"auto": auto.as_dict(), "threads": torch.get_num_threads(), "seconds": args.seconds,
+           "rounds": args.rounds}
     if args.seconds:
         top["products"] = products()
     for config in args.configs:
         entry = entries[config]
         if not args.seconds:
             continue
-        for prec in args.precisions:
-            r = tokens_per_s(config, prec, args.seconds, args.warmup, args.max_batches,
-                             args.overrides)
+        measured = speeds(config, args.precisions, args.seconds, args.rounds, args.warmup,
+                          args.max_batches, args.overrides)
+        for prec, r in measured.items():
             entry["speed"][prec] = r
-            print(f"{config} {prec}: {r['tokens_per_s']:,.0f} tokens/s ({r['batches']} batches)",
-                  file=sys.stderr, flush=True)
+            print(f"{config} {prec}: {r['tokens_per_s']:,.0f} tokens/s ({r['batches']} batches; "
+                  f"by round {r['per_round']})", file=sys.stderr, flush=True)
         sp = entry["speed"]
         if "fp32" in sp and "bf16" in sp:
             entry["bf16_over_fp32"] = round(sp["bf16"]["tokens_per_s"] /
@@ -211,7 +241,8 @@ def main() -> None:
                 entry["quality_bf16_vs_fp32"] = round(q["bf16"][key] / q["fp32"][key] - 1, 4)
     if not args.seconds and path.exists():  # quality only: the day's speed measurement stands
         day = json.loads(path.read_text())      # (as it is now: quality runs take long)
-        top.update({k: day[k] for k in ("auto", "threads", "seconds", "products") if k in day})
+        top.update({k: day[k] for k in ("auto", "threads", "seconds", "rounds", "products")
+                    if k in day})
     write_result("precision", {**top, "configs": entries}, merge_key="configs", path=args.out)
 
 

@@ -167,11 +167,13 @@ def precision_section(path: Path, rec: dict) -> list[str]:
                for q in e.get("quality", {}).values() if "skipped" in q}
     out += [""] + [f"Quality runs not made: {s}." for s in sorted(skipped)]
     if rec.get("products"):
+        peak = ("; `peak (square)` is not the step's but the machine's best case"
+                if "peak (square)" in rec["products"] else "")
+        each = "; ".join(f"{name} {'×'.join(map(str, x['shape']))}: "
+                         f"{x['ms']['float32']:g} → {x['ms']['bfloat16']:g} "
+                         f"(**{x['bf16_over_fp32']:.2f}×**)" for name, x in rec["products"].items())
         out += ["", "The products alone (`torch.mm`, ms, fastest of 10), the ceiling for a whole "
-                "step: " + "; ".join(f"{name} {'×'.join(map(str, x['shape']))}: "
-                                     f"{x['ms']['float32']:g} → {x['ms']['bfloat16']:g} "
-                                     f"(**{x['bf16_over_fp32']:.2f}×**)"
-                                     for name, x in rec["products"].items()) + "."]
+                f"step (its other work stays float32{peak}): {each}."]
     if len(rec.get("commands", [])) > 1:
         out += ["", "Commands merged into this record: " +
                 "; ".join(f"`{c}`" for c in rec["commands"]) + "."]

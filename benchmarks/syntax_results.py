@@ -368,7 +368,7 @@ def plot_curves(rec: dict[str, Any], path: Path) -> None:
         ax.set_xlabel("tokens seen (millions)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"sentence F1 on {rec['study']['dev']} (%)")
-    axes[-1].legend(fontsize=7, loc="best")
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # off the curves
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight", facecolor="white")
 
