@@ -119,10 +119,15 @@ def head(path: Path, rec: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _study_seeds(rec: dict[str, Any], best: dict[str, Any]) -> int:
+    """How many seeds the study trains per configuration (the best one's count if unrecorded)."""
+    return len(rec.get("seeds") or []) or best["test"]["n"]
+
+
 def _met(rec: dict[str, Any], best: dict[str, Any]) -> str:
     """Met, not met, or not decided while the best configuration lacks some of its seeds (a mean
     over fewer seeds than the study's is not the target's figure)."""
-    seeds = len(rec.get("seeds") or []) or best["test"]["n"]
+    seeds = _study_seeds(rec, best)
     if not best["beats_right_branching"]:
         return "**not met**"
     if best["test"]["n"] < seeds:
@@ -208,7 +213,7 @@ def closing(rec: dict[str, Any]) -> list[str]:
     crossed = {run: {k: t for k, t in keys.items() if t is not None}
                for run, keys in rec["summary"]["crossings"].items()}
     crossed = {run: keys for run, keys in crossed.items() if keys}
-    seeds = len(rec.get("seeds") or []) or best["test"]["n"]
+    seeds = _study_seeds(rec, best)
     if best["beats_right_branching"] and best["test"]["n"] < seeds:
         first = (f"The target is not decided yet: the best configuration's test F1 under the "
                  f"official rule, {pm(best['test'])}, is above right-branching "
