@@ -2,6 +2,8 @@
 
     python benchmarks/precision.py [--configs configs/ptb-onlstm-cpu.yaml configs/ptb-lstm-cpu.yaml]
         [--seconds 90 [--rounds 4]] [--quality-units 3000000 [--quality-jobs 2]] [--out PATH]
+    python benchmarks/precision.py --device cuda --configs configs/ptb-onlstm-paper.yaml
+        --warmup 150
 
 Speed: for each config, one trainer per precision runs the real training step (``Trainer.step``:
 the task's batches, forward and loss under the precision's autocast, backward, clipping, the
@@ -19,6 +21,10 @@ measures no speed and keeps the speed figures the day's record has.
 Where ``auto`` finds no native bfloat16 (the measurement in the record), the bf16 runs would take
 hours of emulated products: they are skipped with the estimate unless ``--force``.
 
+``--device cuda`` trains on the GPU (``train.device=cuda``), with the fused ON-LSTM's CUDA graphs
+on in both precisions (each cell's captures, replays and eager calls are in the record), times
+the products there, and writes ``benchmarks/results/precision-gpu-DATE.json``.
+
 The record (``benchmarks/results/precision-DATE.json``) holds the machine (CPU model and vector
 extensions: ``avx512_bf16`` / ``amx_bf16`` are what native bfloat16 means on x86), ``auto``'s
 measurement and choice, the speed-up of bfloat16 on the step's products alone (``products``: the
@@ -34,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,13 +50,34 @@ from common import result_path, write_result  # noqa: E402
 from treelm.config import apply_overrides, load_config  # noqa: E402
 from treelm.kernels import precision  # noqa: E402
 from treelm.rundir.files import RunFiles, read_metrics  # noqa: E402
+from treelm.tasks.base import Batch  # noqa: E402
 from treelm.train.trainer import Trainer  # noqa: E402
 
 CONFIGS = ["configs/ptb-onlstm-cpu.yaml", "configs/ptb-lstm-cpu.yaml"]
 
 
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def endless(tr: Trainer) -> Iterator[Batch]:
+    """The trainer's batches epoch after epoch (a GPU runs through a PTB epoch in seconds)."""
+    while True:
+        yield from tr.task.batches()
+        tr.task.new_epoch()
+
+
+def graph_stats(net: torch.nn.Module) -> dict[str, int] | None:
+    """The CUDA-graph counts of every fused ON-LSTM cell of ``net`` summed (``None``: none used)."""
+    caches = [m._graphs for m in net.modules() if getattr(m, "_graphs", None) is not None]
+    if not caches:
+        return None
+    return {k: sum(c.stats[k] for c in caches) for k in caches[0].stats}
+
+
 def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: int,
-           max_batches: int, overrides: list[str]) -> dict[str, dict]:
+           max_batches: int, overrides: list[str], device: str = "cpu") -> dict[str, dict]:
     """Training steps of ``config`` in each of ``precs`` for about ``seconds`` each: units/s.
 
     One trainer per precision, built side by side in this process; the timed part takes turns,
@@ -65,13 +93,15 @@ def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: i
                                                         "train.lr_schedule=constant", *overrides])
             tr = Trainer(cfg, RunFiles(Path(tmp.name) / prec), quiet=True)
             tr.net.train()
-            trainers[prec], batches[prec] = tr, tr.task.batches()
+            trainers[prec], batches[prec] = tr, endless(tr)
             for _ in range(warmup):
                 tr.step(next(batches[prec]), tr.tc.lr)
+        warm = {p: graph_stats(trainers[p].net) for p in precs}
         done = {p: {"units": 0, "batches": 0, "seconds": 0.0, "rounds": []} for p in precs}
         for r in range(rounds):
             for prec in (precs if r % 2 == 0 else precs[::-1]):
                 tr, d = trainers[prec], done[prec]
+                _sync(device)
                 units, n, t0 = 0, 0, time.perf_counter()
                 while (d["batches"] + n < max_batches
                        and time.perf_counter() - t0 < seconds / rounds):
@@ -79,16 +109,24 @@ def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: i
                     tr.step(batch, tr.tc.lr)
                     units += batch.size
                     n += 1
+                _sync(device)
                 dt = time.perf_counter() - t0
                 d["units"] += units
                 d["batches"] += n
                 d["seconds"] += dt
                 d["rounds"].append(round(units / dt, 1) if n else None)
+        graphs = {p: graph_stats(trainers[p].net) for p in precs}
     finally:
         tmp.cleanup()
-    return {p: {"tokens_per_s": round(d["units"] / d["seconds"], 1), "batches": d["batches"],
-                "tokens": d["units"], "seconds": round(d["seconds"], 2),
-                "per_round": d["rounds"]} for p, d in done.items()}
+    out = {p: {"tokens_per_s": round(d["units"] / d["seconds"], 1), "batches": d["batches"],
+               "tokens": d["units"], "seconds": round(d["seconds"], 2),
+               "per_round": d["rounds"]} for p, d in done.items()}
+    for p in precs:
+        if graphs[p] is not None:   # CUDA graphs in the timed part: counts after the warm-up
+            out[p]["cuda_graphs"] = {k: v - (warm[p] or {}).get(k, 0)
+                                     for k, v in graphs[p].items()}
+            out[p]["cuda_graphs_warmup"] = warm[p]
+    return out
 
 
 #: The products of a PTB CPU config's training step (rows M = 64 × 35 tokens): the output
@@ -102,19 +140,30 @@ PRODUCTS = {"output layer": (2240, 400, 10000), "output input-gradient": (2240, 
             "peak (square)": (2048, 2048, 2048)}
 
 
-def products(repeats: int = 10) -> dict[str, dict]:
-    """Each of :data:`PRODUCTS` in float32 and bfloat16 (``torch.mm`` on this process's threads,
-    the fastest of ``repeats``): how much faster bfloat16 makes the products themselves, the
-    ceiling of what it can do for a whole training step."""
+#: On a GPU: the paper config's output layer (rows 20 × 70) and a layer's step, and a large square.
+PRODUCTS_CUDA = {"output layer": (1400, 400, 10000), "layer input projection":
+                 (1400, 1150, 4830), "one recurrent step": (20, 1150, 4830),
+                 "peak (square)": (8192, 8192, 8192)}
+
+
+def products(repeats: int = 10, device: str = "cpu") -> dict[str, dict]:
+    """Each of :data:`PRODUCTS` (:data:`PRODUCTS_CUDA` on a GPU) in float32 and bfloat16
+    (``torch.mm`` on this process's threads, the fastest of ``repeats``): how much faster bfloat16
+    makes the products themselves, the ceiling of what it can do for a whole training step.
+    (On CUDA float32 products are full float32, not TF32: ``torch.backends.cuda.matmul`` as the
+    trainer leaves it.)"""
     out = {}
-    for name, (m, k, n) in PRODUCTS.items():
+    for name, (m, k, n) in (PRODUCTS_CUDA if device == "cuda" else PRODUCTS).items():
         ms = {}
         for dtype in (torch.float32, torch.bfloat16):
-            a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+            a = torch.randn(m, k, dtype=dtype, device=device)
+            b = torch.randn(k, n, dtype=dtype, device=device)
             times = []
             for _ in range(repeats + 1):
+                _sync(device)
                 t0 = time.perf_counter()
                 torch.mm(a, b)
+                _sync(device)
                 times.append(time.perf_counter() - t0)
             ms[str(dtype).removeprefix("torch.")] = round(1e3 * min(times[1:]), 3)
         out[name] = {"shape": [m, k, n], "ms": ms,
@@ -174,6 +223,8 @@ def quality(out: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--configs", nargs="+", default=CONFIGS)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="train there (cuda: record precision-gpu-DATE.json)")
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"],
                     choices=["fp32", "bf16"])
     ap.add_argument("--seconds", type=float, default=90.0,
@@ -193,22 +244,25 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every config")
     args = ap.parse_args()
 
-    auto = precision.measure("cpu")
+    if args.device == "cuda":
+        args.overrides = [*args.overrides, "train.device=cuda"]
+    script = "precision-gpu" if args.device == "cuda" else "precision"
+    auto = precision.measure(args.device)
     print(f"auto: {auto.precision} ({auto.reason})", file=sys.stderr, flush=True)
-    path = args.out or result_path("precision")
+    path = args.out or result_path(script)
     day = json.loads(path.read_text()) if path.exists() else {}
     # a config's entry keeps what the day's record has and this run does not measure
     entries = {c: {"speed": {}, **day.get("configs", {}).get(c, {})} for c in args.configs}
-    top = {"auto": auto.as_dict(), "threads": torch.get_num_threads(), "seconds": args.seconds,
-           "rounds": args.rounds}
+    top = {"device": args.device, "auto": auto.as_dict(), "threads": torch.get_num_threads(),
+           "seconds": args.seconds, "rounds": args.rounds}
     if args.seconds:
-        top["products"] = products()
+        top["products"] = products(device=args.device)
     for config in args.configs:
         entry = entries[config]
         if not args.seconds:
             continue
         measured = speeds(config, args.precisions, args.seconds, args.rounds, args.warmup,
-                          args.max_batches, args.overrides)
+                          args.max_batches, args.overrides, args.device)
         for prec, r in measured.items():
             entry["speed"][prec] = r
             print(f"{config} {prec}: {r['tokens_per_s']:,.0f} tokens/s ({r['batches']} batches; "
@@ -243,7 +297,7 @@ def main() -> None:
         day = json.loads(path.read_text())      # (as it is now: quality runs take long)
         top.update({k: day[k] for k in ("auto", "threads", "seconds", "rounds", "products")
                     if k in day})
-    write_result("precision", {**top, "configs": entries}, merge_key="configs", path=args.out)
+    write_result("precision", {**top, "configs": entries}, merge_key="configs", path=path)
 
 
 if __name__ == "__main__":

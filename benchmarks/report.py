@@ -132,12 +132,17 @@ def simple_section(title: str, path: Path, rec: dict, keys: list[str]) -> list[s
 
 def precision_section(path: Path, rec: dict) -> list[str]:
     """fp32 against bf16 mixed precision: training tokens/s per config, and auto's choice."""
-    simd = ", ".join(rec.get("machine", {}).get("cpu_simd", [])) or "?"
+    m = rec.get("machine", {})
+    simd = ", ".join(m.get("cpu_simd", [])) or "?"
     auto = rec.get("auto", {})
-    out = [f"## Training precision (`benchmarks/precision.py`), {_machine_short(rec)}, "
+    where = (f"{m.get('gpu', '?')} (GPU), torch {m.get('torch', '?')}, host CPU "
+             f"{m.get('cpu', '?')}" if on_gpu(rec) else
+             f"{machine_line(rec)}; vector extensions {simd}")
+    out = [f"## Training precision (`benchmarks/precision.py`), "
+           f"{m.get('gpu', '?') if on_gpu(rec) else _machine_short(rec)}, "
            f"{str(rec['date'])[:10]}, `{path.name}`", "",
-           f"Record `{_where(path)}`, command `{rec['command']}`; {machine_line(rec)}; vector "
-           f"extensions {simd}. `train.precision: auto` chose **{auto.get('precision', '?')}**: "
+           f"Record `{_where(path)}`, command `{rec['command']}`; {where}. "
+           f"`train.precision: auto` chose **{auto.get('precision', '?')}**: "
            f"{auto.get('reason', '?')}.", "",
            "| config | fp32 tokens/s | bf16 tokens/s | bf16 / fp32 | valid, fp32 | valid, bf16 | "
            "bf16 vs fp32 | units |",
@@ -166,6 +171,12 @@ def precision_section(path: Path, rec: dict) -> list[str]:
     skipped = {q["skipped"] for e in rec.get("configs", {}).values()
                for q in e.get("quality", {}).values() if "skipped" in q}
     out += [""] + [f"Quality runs not made: {s}." for s in sorted(skipped)]
+    graphs = [f"`{config}` {p}: {g['replayed']:,} replayed, {g['eager']:,} eager"
+              for config, e in rec.get("configs", {}).items()
+              for p, r in e.get("speed", {}).items() if (g := r.get("cuda_graphs"))]
+    if graphs:
+        out += ["", "CUDA graphs in the timed steps (each fused ON-LSTM layer's sequence calls, "
+                "after the warm-up's captures): " + "; ".join(graphs) + "."]
     if rec.get("products"):
         peak = ("; `peak (square)` is not the step's but the machine's best case"
                 if "peak (square)" in rec["products"] else "")

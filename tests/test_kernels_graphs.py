@@ -71,14 +71,17 @@ def test_key_says_what_a_graph_is_fixed_to() -> None:
     cache, _ = _cpu_cache(lengths=(3, 5))
     x, state, *rest = _args(3)
     key = cache.key(x, state, *rest, "auto")
-    assert key == GraphKey(3, 2, I, H, L, "paper", "auto", torch.float32, torch.device("cpu"),
-                           (True, False, False, True, True, True, True))
+    assert key == GraphKey(3, 2, I, H, L, "paper", "auto", torch.float32, None,
+                           torch.device("cpu"), (True, False, False, True, True, True, True))
     assert cache.key(*_args(4), "auto") is None                     # length not captured
     with torch.no_grad():                                           # evaluation, decoding
         assert cache.key(x, state, *rest, "auto") is None
     assert cache.key(*_args(3, grad=False), "auto") is None         # no gradient wanted
-    with torch.autocast("cpu", torch.bfloat16):                     # the cast cache
-        assert cache.key(x, state, *rest, "auto") is None
+    with torch.autocast("cpu", torch.bfloat16):                     # bf16: a key of its own
+        assert cache.key(x, state, *rest, "auto") == GraphKey(
+            *(getattr(key, f) for f in ("steps", "batch", "input_size", "hidden", "n_levels",
+                                        "master_input", "impl", "dtype")),
+            torch.bfloat16, key.device, key.needs_grad)
     assert cache.key(x, state, *rest, "triton") != key              # impl is part of it
     assert GraphCache().key(x, state, *rest, "auto") is None        # CPU tensors
     with _Passthrough():                                            # an op logger, a tracer
@@ -96,6 +99,25 @@ def test_one_capture_per_key_then_replays_up_to_max_graphs() -> None:
     # the samples are copies: same values and gradient needs, not the caller's tensors
     x = _args(3, seed=3)[0]
     assert torch.equal(fake.samples[0][0], x) and fake.samples[0][1].requires_grad is False
+
+
+def test_no_capture_while_the_device_is_short_of_memory() -> None:
+    """Below ``min_free`` of the device's memory free, new lengths run eagerly; graphs already
+    captured still replay; with room again, capturing goes on."""
+    free = [0.5]
+    fake = FakeCapture()
+    cache = GraphCache(capture=fake, device_types=("cpu",), min_free=0.2,
+                       free_memory=lambda device: free[0])
+    _loss(cache(*_args(3, seed=1), impl="cpu")).backward()          # room: captured
+    free[0] = 0.1
+    _loss(cache(*_args(4, seed=2), impl="cpu")).backward()          # short: eager
+    _loss(cache(*_args(3, seed=3), impl="cpu")).backward()          # captured: replayed
+    free[0] = 0.3
+    _loss(cache(*_args(4, seed=4), impl="cpu")).backward()          # room again: captured
+    assert [s[0].shape[0] for s in fake.samples] == [3, 4]
+    assert cache.stats == {"captured": 2, "replayed": 3, "eager": 1}
+    with pytest.raises(ValueError, match="min_free"):
+        GraphCache(min_free=1.0)
 
 
 def test_replayed_gradients_are_the_eager_ones() -> None:
@@ -180,6 +202,13 @@ class StaticCapture:
         return lambda *inputs: Replay.apply(*inputs)
 
 
+def _on(device: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``_args`` moved to ``device``, leaves again with the same gradient needs."""
+    return tuple(t.detach().to(device).requires_grad_(t.requires_grad) if isinstance(t, Tensor)
+                 else tuple(s.to(device) for s in t) if isinstance(t, tuple) else t
+                 for t in args)
+
+
 def _two_batches(run: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Tensor, list[Tensor]]:
     """Two batches of one length through the same parameters, gradients accumulated (no
     optimiser step between): the first batch's output and the parameters' summed gradients."""
@@ -206,11 +235,7 @@ def test_replays_neither_overwrite_earlier_outputs_nor_accumulated_gradients(dev
         cache, impl = GraphCache(), "auto"
     results = []
     for graphs in (True, False):
-        args = _args(4, seed=11)
-        args = tuple(t.detach().to(device).requires_grad_(t.requires_grad)
-                     if isinstance(t, Tensor) else
-                     tuple(s.to(device) for s in t) if isinstance(t, tuple) else t
-                     for t in args)
+        args = _on(device, _args(4, seed=11))
         if graphs:
             results.append(_two_batches(lambda *a: cache(*a, impl=impl), args))
         else:
@@ -221,3 +246,45 @@ def test_replays_neither_overwrite_earlier_outputs_nor_accumulated_gradients(dev
     torch.testing.assert_close(out_g, out_e, **tol)
     for a, b in zip(grads_g, grads_e):
         torch.testing.assert_close(a, b, **tol)
+
+
+class _AutocastCheckingCapture(StaticCapture):
+    """``StaticCapture`` that, like ``make_graphed_callables``, refuses a cached autocast."""
+
+    def __call__(self, fn: Callable[..., Any], samples: tuple[Tensor, ...]
+                 ) -> Callable[..., Any]:
+        assert not (torch.is_autocast_enabled("cpu") and torch.is_autocast_cache_enabled())
+        return super().__call__(fn, samples)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_replays_under_bf16_autocast_are_the_eager_autocast_numbers(device) -> None:
+    """``train.precision=bf16``: graphs are captured under autocast too (its dtype in the key,
+    autocast inside the captured function, no cast cache), and give the eager path's bf16 numbers
+    (the same products and casts; exactly so on the CPU stand-in), including the gradients of
+    two accumulated batches; an fp32 call of the same shapes is a key of its own."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if device == "cpu":
+        cache = GraphCache(capture=_AutocastCheckingCapture(), device_types=("cpu",))
+        impl = "cpu"
+    else:
+        cache, impl = GraphCache(), "auto"
+    results = []
+    for graphs in (True, False):
+        args = _on(device, _args(5, B=3, seed=13))
+        run = ((lambda *a: cache(*a, impl=impl)) if graphs else
+               (lambda *a: onlstm_sequence(*a, impl=impl)))
+        with torch.autocast(device, torch.bfloat16):
+            results.append(_two_batches(run, args))
+    assert cache.stats == {"captured": 1, "replayed": 2, "eager": 0}
+    assert next(iter(cache.graphs)).autocast == torch.bfloat16
+    (out_g, grads_g), (out_e, grads_e) = results
+    assert out_g.dtype == torch.float32 and not torch.isnan(out_g).any()
+    tol = {"rtol": 0, "atol": 0} if device == "cpu" else {"rtol": 2e-2, "atol": 1e-3}
+    torch.testing.assert_close(out_g, out_e, **tol)
+    for a, b in zip(grads_g, grads_e):
+        torch.testing.assert_close(a, b, **tol)
+    _loss(cache(*_on(device, _args(5, B=3, seed=14)), impl=impl)).backward()   # fp32: its own
+    assert cache.stats["captured"] == 2 and {k.autocast for k in cache.graphs} == {
+        None, torch.bfloat16}

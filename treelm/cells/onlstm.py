@@ -96,6 +96,7 @@ class ONLSTM(Cell):
         master_input: str = "paper",
         impl: str = "auto",
         cuda_graphs: bool = True,
+        cuda_graphs_max: int = 64,
     ) -> None:
         super().__init__(input_size, hidden_size)
         if hidden_size % chunk_size:
@@ -108,9 +109,12 @@ class ONLSTM(Cell):
         self.n_levels = hidden_size // chunk_size
         self.master_input = master_input
         self.impl = impl  # "reference" (this file), "fused" (treelm.kernels) or "auto"
-        # training steps on CUDA replayed from CUDA graphs (treelm.kernels.graphs); no effect on
-        # the CPU, in evaluation or under autocast; False: always the eager fused path
+        # training steps on CUDA replayed from CUDA graphs (treelm.kernels.graphs), under autocast
+        # too; no effect on the CPU or in evaluation; False: always the eager fused path
         self.cuda_graphs = cuda_graphs
+        # sequence lengths captured at most (variable BPTT draws many; the others run eagerly):
+        # each graph keeps its sequence's buffers on the GPU (treelm.kernels.graphs)
+        self.cuda_graphs_max = cuda_graphs_max
         self._graphs: Any = None
         self.gate_parameters(4, extra=2 * self.n_levels)       # G = 4H + 2L rows, as above
         self.init_uniform()
@@ -144,7 +148,7 @@ class ONLSTM(Cell):
             if self._graphs is None:
                 from treelm.kernels.graphs import GraphCache
 
-                self._graphs = GraphCache()
+                self._graphs = GraphCache(max_graphs=self.cuda_graphs_max)
             return self._graphs(
                 x, state, self.weight_ih, self.bias_ih, w_hh, self.bias_hh,
                 self.n_levels, self.master_input, impl=self.impl,

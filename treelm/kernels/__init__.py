@@ -21,7 +21,8 @@ float64 tensors); ``TREELM_GEMM=auto|mkl|onednn|mm`` overrides the choice.
 ``torch.autocast`` the fused paths run their products in the autocast dtype and keep the state
 and the gate math in float32 (:func:`treelm.kernels.onlstm_torch.onlstm_torch_sequence`).
 :mod:`treelm.kernels.graphs` replays a training step's forward and backward from CUDA graphs
-(float32 on the Triton path; on by default, the cell's ``cuda_graphs``).
+(float32 inputs on the Triton path, under bf16 autocast too; on by default, the cell's
+``cuda_graphs``).
 """
 
 from __future__ import annotations

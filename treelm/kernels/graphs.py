@@ -10,7 +10,7 @@ one call. The fused path does no host work inside its forward and backward (no h
 How: per cell (:class:`treelm.cells.onlstm.ONLSTM` with ``cuda_graphs=True``) a
 :class:`GraphCache` holds one graphed callable per :class:`GraphKey`,
 
-    (T, B, input size, hidden size, levels, master gate, impl, dtype, device,
+    (T, B, input size, hidden size, levels, master gate, impl, dtype, autocast dtype, device,
      which inputs need a gradient)
 
 made on first use by ``torch.cuda.make_graphed_callables``: a forward graph and a backward graph
@@ -18,12 +18,24 @@ with static input, output and gradient buffers (the call copies its inputs into 
 the backward its incoming gradients), after a few warm-up runs on a side stream (Triton compiles
 there). Variable BPTT (AWD-LSTM draws each batch's length) makes one key per length: ``lengths``
 limits capturing to a given set of lengths, and at most ``max_graphs`` are kept (each holds its
-sequence's buffers, about ``T·B·(2G + 6H + 4L)`` numbers: some 40 MB at the paper's size in
-float32); any other call runs the eager fused path, with the same numbers.
+sequence's buffers, about ``T·B·(2G + 6H + 4L)`` numbers: some 100 MB for a 1150-unit layer at
+the paper's size in float32), and none is captured while less than ``min_free`` of the GPU's
+memory is free; any other call runs the eager fused path, with the same numbers. Why 64 by
+default: AWD-LSTM's variable BPTT draws some 40 lengths in its first few hundred batches, and
+with 16 graphs a fifth of the paper config's sequences ran eagerly at about half the speed; on an
+H200 with 64, training ran 17% faster in float32 and 34% faster in bf16
+(``benchmarks/results/precision-gpu-graphs64-20261126.json`` against ``precision-gpu-20261126``).
+
+Under ``torch.autocast`` (``train.precision=bf16``) the graph is captured with autocast's dtype in
+its key and autocast switched on inside the captured function without its cast cache
+(``cache_enabled=False``: a weight's bfloat16 copy cached across calls cannot live in a graph's
+private memory), and with the caller's autocast switched off around the capture itself
+(``make_graphed_callables`` refuses a cached autocast). Each replay casts the weights afresh,
+which is what the eager path does once per sequence as well: same numbers, same products.
 
 A call runs eagerly, never from a graph, when the tensors are not on CUDA (``device_types``), when
 they are not float32 or the path is not the Triton one (the only one captured and measured on a
-GPU), when autocast is on (its cast cache cannot be captured) or a Python dispatch mode is, when no
+GPU), when a Python dispatch mode is on, when no
 gradient is wanted (grad mode off or no input needing one: evaluation, decoding), when the key's
 last replay may still be in use (its outputs alive and not yet back-propagated: a cell called twice
 in one step), or when the cache is full.
@@ -52,6 +64,8 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from treelm.kernels.precision import autocast_dtype
+
 __all__ = ["GraphCache", "GraphKey"]
 
 Outputs = tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]
@@ -71,6 +85,7 @@ class GraphKey:
     master_input: str
     impl: str
     dtype: torch.dtype
+    autocast: torch.dtype | None        # the products' dtype under autocast; None: no autocast
     device: torch.device
     needs_grad: tuple[bool, ...]
 
@@ -96,20 +111,35 @@ def _make_graphed(fn: Callable[..., Any], samples: tuple[Tensor, ...]) -> Callab
     return torch.cuda.make_graphed_callables(fn, samples)
 
 
+def _free_fraction(device: torch.device) -> float:
+    """The fraction of ``device``'s memory free now (1.0 off CUDA: the tests' stand-ins)."""
+    if device.type != "cuda":
+        return 1.0
+    free, total = torch.cuda.mem_get_info(device)
+    return free / total
+
+
 class GraphCache:
     """Graphed fused ON-LSTM sequences of one cell, by :class:`GraphKey` (module docstring).
 
     ``max_graphs``: how many keys are captured at most; ``lengths``: if given, only these
-    sequence lengths are captured. ``capture`` and ``device_types`` are for tests (a stand-in
-    for ``torch.cuda.make_graphed_callables``, and the device types graphs are used on).
+    sequence lengths are captured; ``min_free``: no capture while less than this fraction of the
+    device's memory is free (``free_memory(device)`` says how much is, by default
+    ``torch.cuda.mem_get_info``). ``capture`` and ``device_types`` are for tests (a stand-in for
+    ``torch.cuda.make_graphed_callables``, and the device types graphs are used on).
     """
 
-    def __init__(self, max_graphs: int = 16, lengths: Collection[int] | None = None,
+    def __init__(self, max_graphs: int = 64, lengths: Collection[int] | None = None,
                  capture: Capture | None = None,
-                 device_types: Collection[str] = ("cuda",)) -> None:
+                 device_types: Collection[str] = ("cuda",), min_free: float = 0.2,
+                 free_memory: Callable[[torch.device], float] | None = None) -> None:
         if max_graphs < 1:
             raise ValueError(f"max_graphs must be at least 1, not {max_graphs}")
+        if not 0.0 <= min_free < 1.0:
+            raise ValueError(f"min_free must be a fraction in [0, 1), not {min_free}")
         self.max_graphs = max_graphs
+        self.min_free = min_free
+        self.free_memory = free_memory or _free_fraction
         self.lengths = None if lengths is None else frozenset(lengths)
         self.capture: Capture = capture or _make_graphed
         self.device_types = frozenset(device_types)
@@ -121,12 +151,12 @@ class GraphCache:
             weight_hh: Tensor, bias_hh: Tensor, n_levels: int, master_input: str,
             impl: str) -> GraphKey | None:
         """The call's key, or ``None`` when it is not to run from a graph at all (wrong device,
-        autocast, no gradient wanted, a length outside ``lengths``)."""
+        a dispatch mode, no gradient wanted, a length outside ``lengths``)."""
         tensors = (x, *state, weight_ih, bias_ih, weight_hh, bias_hh)
         if x.device.type not in self.device_types or any(
                 t.device != x.device for t in tensors):
             return None
-        if torch.is_autocast_enabled(x.device.type) or _get_current_dispatch_mode() is not None:
+        if _get_current_dispatch_mode() is not None:
             return None     # a Python dispatch mode (an op logger, a tracer) would see the capture
         if not self._capturable(x, impl):
             return None
@@ -137,7 +167,7 @@ class GraphCache:
         if self.lengths is not None and T not in self.lengths:
             return None
         return GraphKey(T, B, input_size, weight_hh.shape[1], n_levels, master_input, impl,
-                        x.dtype, x.device, needs)
+                        x.dtype, autocast_dtype(x.device.type), x.device, needs)
 
     def _capturable(self, x: Tensor, impl: str) -> bool:
         """Only the path captured and measured on a GPU: float32 through the Triton kernels.
@@ -186,26 +216,33 @@ class GraphCache:
         if live is not None and live() is not None:
             return None         # the last replay's outputs may still be needed: do not overwrite
         graphed = self.graphs.get(key)
-        if graphed is None and len(self.graphs) < self.max_graphs:
-            graphed = self.graphs[key] = self._capture(args, impl)
+        if (graphed is None and len(self.graphs) < self.max_graphs
+                and self.free_memory(key.device) >= self.min_free):
+            graphed = self.graphs[key] = self._capture(args, impl, key.autocast)
             self.stats["captured"] += 1
         return graphed
 
-    def _capture(self, args: tuple[Any, ...], impl: str) -> Callable[..., Any]:
+    def _capture(self, args: tuple[Any, ...], impl: str, low: torch.dtype | None
+                 ) -> Callable[..., Any]:
         from treelm.kernels import onlstm_sequence
 
         x, (h0, c0), weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input = args
+        device_type = x.device.type
 
         def sequence(x: Tensor, h0: Tensor, c0: Tensor, weight_ih: Tensor, bias_ih: Tensor,
                      weight_hh: Tensor, bias_hh: Tensor) -> tuple[Tensor, ...]:
-            out, (h, c), aux = onlstm_sequence(x, (h0, c0), weight_ih, bias_ih, weight_hh,
-                                               bias_hh, n_levels, master_input, impl=impl)
+            # the key's autocast, without the cast cache (module docstring)
+            with torch.autocast(device_type, dtype=low or torch.bfloat16, enabled=low is not None,
+                                cache_enabled=False):
+                out, (h, c), aux = onlstm_sequence(x, (h0, c0), weight_ih, bias_ih, weight_hh,
+                                                   bias_hh, n_levels, master_input, impl=impl)
             return out, h, c, aux["df"], aux["di"]
 
         # the samples: same shapes, values and gradient needs, as leaves of their own
         samples = tuple(t.detach().clone().requires_grad_(t.requires_grad)
                         for t in (x, h0, c0, weight_ih, bias_ih, weight_hh, bias_hh))
-        return self.capture(sequence, samples)
+        with torch.autocast(device_type, enabled=False):   # the caller's, cached: refused
+            return self.capture(sequence, samples)
 
     def clear(self) -> None:
         """Drop every graph (and the memory its buffers hold)."""

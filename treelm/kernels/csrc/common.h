@@ -14,9 +14,17 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace treelm {
+
+// A number in an error message (TORCH_CHECK), as text. Streaming an integer itself instantiates
+// the stream's number formatting inside this library: where the compiler's C++ library differs
+// from the one torch was built with, that copy crashed (a segmentation fault in
+// std::basic_ostream::_M_insert<long>, seen under torch 2.11 on a GPU machine's host with its own
+// g++), while text is passed on as is.
+inline std::string num(int64_t v) { return std::to_string(v); }
 
 // A row's arrays never overlap: saying so lets the compiler vectorise loops that touch a dozen of
 // them (it gives up on checking that many pairs at run time).
@@ -85,7 +93,7 @@ struct Product {
   Product(int64_t kind_, at::Tensor w_, std::optional<at::Tensor> packed_, int64_t batch_,
           const at::Tensor& like, int64_t k, int64_t n)
       : kind(kind_), w(std::move(w_)), batch(batch_) {
-    TORCH_CHECK(kind >= 0 && kind <= 2, "unknown product kind ", kind);
+    TORCH_CHECK(kind >= 0 && kind <= 2, "unknown product kind ", num(kind));
     if (packed_.has_value()) packed = *packed_;
     TORCH_CHECK(kind != 1 || packed.defined(), "an MKL product needs its packed weight");
     auto in_w = like.options().dtype(w.scalar_type());

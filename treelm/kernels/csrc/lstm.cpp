@@ -151,7 +151,7 @@ std::vector<at::Tensor> lstm_forward(const at::Tensor& xp_, const at::Tensor& h0
   const int64_t T = xp.size(0), B = xp.size(1), H = h0.size(1);
   TORCH_CHECK(T > 0, "an empty sequence");
   TORCH_CHECK(h0.size(0) == B && c0.size(0) == B && c0.size(1) == H, "state shapes");
-  TORCH_CHECK(xp.size(2) == 4 * H, "gate width ", xp.size(2), " is not 4H = ", 4 * H);
+  TORCH_CHECK(xp.size(2) == 4 * H, "gate width ", num(xp.size(2)), " is not 4H = ", num(4 * H));
   Product prod(kind, std::move(w), std::move(packed), B, xp, H, 4 * H);
   std::vector<at::Tensor> r;
   AT_DISPATCH_FLOATING_TYPES(dtype, "lstm_forward", [&] {
@@ -180,7 +180,8 @@ std::vector<at::Tensor> lstm_backward(std::optional<at::Tensor> dout,
     }
   }
   const int64_t B = gates.size(1), H = cs.size(2);
-  TORCH_CHECK(gates.size(2) == 4 * H, "gate width ", gates.size(2), " is not 4H = ", 4 * H);
+  TORCH_CHECK(gates.size(2) == 4 * H, "gate width ", num(gates.size(2)), " is not 4H = ",
+              num(4 * H));
   Product prod(kind, std::move(w), std::move(packed), B, gates, 4 * H, H);
   std::vector<at::Tensor> r;
   AT_DISPATCH_FLOATING_TYPES(dtype, "lstm_backward", [&] {

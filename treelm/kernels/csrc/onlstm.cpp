@@ -305,9 +305,10 @@ std::vector<at::Tensor> backward_impl(const std::optional<at::Tensor>& dout_,
 
 Dims dims(const at::Tensor& gates_like, int64_t T, int64_t B, int64_t H, int64_t L,
           bool symmetric) {
-  TORCH_CHECK(L > 0 && H % L == 0, "hidden size ", H, " is not a multiple of ", L, " levels");
-  TORCH_CHECK(gates_like.size(-1) == 4 * H + 2 * L, "gate width ", gates_like.size(-1),
-              " is not 4H + 2L = ", 4 * H + 2 * L);
+  TORCH_CHECK(L > 0 && H % L == 0, "hidden size ", num(H), " is not a multiple of ", num(L),
+              " levels");
+  TORCH_CHECK(gates_like.size(-1) == 4 * H + 2 * L, "gate width ",
+              num(gates_like.size(-1)), " is not 4H + 2L = ", num(4 * H + 2 * L));
   return Dims{T, B, H, L, H / L, 4 * H + 2 * L, symmetric};
 }
 

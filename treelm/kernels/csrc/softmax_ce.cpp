@@ -161,7 +161,7 @@ double softmax_ce_rows(at::Tensor z, std::optional<at::Tensor> bias, const at::T
   if (z.size(0) > 0) {
     auto [lo, hi] = at::aminmax(target);
     TORCH_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < V, "target out of range [0, ",
-                V, ")");
+                num(V), ")");
   }
   if (dtype == at::kDouble) return rows_impl<double, double>(z, bias, target, grad_bias);
   if (dtype == at::kFloat) return rows_impl<float, float>(z, bias, target, grad_bias);
