@@ -51,6 +51,7 @@ from treelm.config import apply_overrides, load_config  # noqa: E402
 from treelm.kernels import precision  # noqa: E402
 from treelm.rundir.files import RunFiles, read_metrics  # noqa: E402
 from treelm.tasks.base import Batch  # noqa: E402
+from treelm.train import step_probe  # noqa: E402
 from treelm.train.trainer import Trainer  # noqa: E402
 
 CONFIGS = ["configs/ptb-onlstm-cpu.yaml", "configs/ptb-lstm-cpu.yaml"]
@@ -84,7 +85,9 @@ def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: i
     ``rounds`` slices of ``seconds / rounds`` per precision, the order reversed every other round
     (fp32 bf16 bf16 fp32 ...). On a shared machine whose speed drifts by several percent from
     one minute to the next, taking turns lets the drift fall on both precisions alike rather than
-    on whichever ran second."""
+    on whichever ran second. Also ``"auto"``: what ``train.precision: auto`` takes for this
+    config, the machine's measurement confirmed by the config's own step
+    (:mod:`treelm.train.step_probe`)."""
     tmp = tempfile.TemporaryDirectory()
     try:
         trainers, batches = {}, {}
@@ -97,6 +100,9 @@ def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: i
             for _ in range(warmup):
                 tr.step(next(batches[prec]), tr.tc.lr)
         warm = {p: graph_stats(trainers[p].net) for p in precs}
+        # what `auto` would take for this config: the machine's choice, confirmed by the step
+        tr0 = trainers[precs[0]]
+        auto = step_probe.confirm(precision.measure(device), tr0.model, tr0.task, tr0.device)
         done = {p: {"units": 0, "batches": 0, "seconds": 0.0, "rounds": []} for p in precs}
         for r in range(rounds):
             for prec in (precs if r % 2 == 0 else precs[::-1]):
@@ -121,6 +127,7 @@ def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: i
     out = {p: {"tokens_per_s": round(d["units"] / d["seconds"], 1), "batches": d["batches"],
                "tokens": d["units"], "seconds": round(d["seconds"], 2),
                "per_round": d["rounds"]} for p, d in done.items()}
+    out["auto"] = auto.as_dict()
     for p in precs:
         if graphs[p] is not None:   # CUDA graphs in the timed part: counts after the warm-up
             out[p]["cuda_graphs"] = {k: v - (warm[p] or {}).get(k, 0)
@@ -263,6 +270,9 @@ def main() -> None:
             continue
         measured = speeds(config, args.precisions, args.seconds, args.rounds, args.warmup,
                           args.max_batches, args.overrides, args.device)
+        entry["auto"] = measured.pop("auto")
+        print(f"{config} auto: {entry['auto']['precision']} ({entry['auto']['reason']})",
+              file=sys.stderr, flush=True)
         for prec, r in measured.items():
             entry["speed"][prec] = r
             print(f"{config} {prec}: {r['tokens_per_s']:,.0f} tokens/s ({r['batches']} batches; "

@@ -11,6 +11,7 @@ rendered as GPU tables, after the CPU ones, headed by the GPU's name.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,11 +143,14 @@ def precision_section(path: Path, rec: dict) -> list[str]:
            f"{m.get('gpu', '?') if on_gpu(rec) else _machine_short(rec)}, "
            f"{str(rec['date'])[:10]}, `{path.name}`", "",
            f"Record `{_where(path)}`, command `{rec['command']}`; {where}. "
-           f"`train.precision: auto` chose **{auto.get('precision', '?')}**: "
-           f"{auto.get('reason', '?')}.", "",
-           "| config | fp32 tokens/s | bf16 tokens/s | bf16 / fp32 | valid, fp32 | valid, bf16 | "
-           "bf16 vs fp32 | units |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           f"`train.precision: auto`'s measurement of the machine chose "
+           f"**{auto.get('precision', '?')}**: {auto.get('reason', '?')}." +
+           (" Where it says bf16, `auto` confirms it by the config's own training step (fp32 "
+            "unless bf16 makes the step at least 1.1× faster): the column `auto` takes."
+            if any("auto" in e for e in rec.get("configs", {}).values()) else ""), "",
+           "| config | fp32 tokens/s | bf16 tokens/s | bf16 / fp32 | `auto` takes | valid, fp32 | "
+           "valid, bf16 | bf16 vs fp32 | units |",
+           "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
     for config, e in rec.get("configs", {}).items():
         sp, q = e.get("speed", {}), e.get("quality", {})
 
@@ -166,7 +170,12 @@ def precision_section(path: Path, rec: dict) -> list[str]:
         diff = (f"{100 * e['quality_bf16_vs_fp32']:+.2f}%" if "quality_bf16_vs_fp32" in e
                 else "—")
         units = next((f"{x['units']:,}" for x in q.values() if "units" in x), "—")
-        out.append(f"| `{config}` | {rate('fp32')} | {rate('bf16')} | {ratio} | "
+        # what auto takes for the config (its own step confirming the machine's choice)
+        step = e.get("auto", {})
+        gain = re.search(r"training step ([\d.]+)×", step.get("reason", ""))
+        takes = (f"{step['precision']} (step {gain[1]}×)" if gain else
+                 step.get("precision", "—"))
+        out.append(f"| `{config}` | {rate('fp32')} | {rate('bf16')} | {ratio} | {takes} | "
                    f"{valid('fp32')} | {valid('bf16')} | {diff} | {units} |")
     skipped = {q["skipped"] for e in rec.get("configs", {}).values()
                for q in e.get("quality", {}).values() if "skipped" in q}

@@ -138,16 +138,21 @@ def forget() -> None:
     _CHOICES.clear()
 
 
+def pinned() -> str:
+    """What :data:`ENV_VAR` pins ``auto`` to (``fp32`` / ``bf16``), or ``""``."""
+    pin = os.environ.get(ENV_VAR, "")
+    if pin and pin not in ("fp32", "bf16"):
+        raise ValueError(f"{ENV_VAR}={pin!r}: fp32 or bf16")
+    return pin
+
+
 def resolve(requested: str, device: torch.device | str) -> Choice:
     """The precision to run in: ``requested`` unless it is ``auto`` (then :func:`measure`)."""
     if requested not in PRECISIONS:
         raise ValueError(f"unknown precision {requested!r}: one of {PRECISIONS}")
     if requested == "auto":
-        pinned = os.environ.get(ENV_VAR, "")
-        if pinned:
-            if pinned not in ("fp32", "bf16"):
-                raise ValueError(f"{ENV_VAR}={pinned!r}: fp32 or bf16")
-            return Choice(str(torch.device(device)), pinned, f"auto pinned by {ENV_VAR}")
+        if pin := pinned():
+            return Choice(str(torch.device(device)), pin, f"auto pinned by {ENV_VAR}")
         return measure(device)
     return Choice(str(torch.device(device)), requested, "asked for")
 

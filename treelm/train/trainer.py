@@ -35,7 +35,7 @@ from treelm.rundir.checkpoint import (
 from treelm.rundir.files import MetricsLog, RunFiles
 from treelm.rundir.lock import RunLock
 from treelm.tasks.base import Batch, Evaluation
-from treelm.train import budget
+from treelm.train import budget, step_probe
 from treelm.train import distributed as D
 from treelm.train.builders import (
     build_optimizer,
@@ -118,7 +118,8 @@ class Trainer(Persistence):
 
     def _choose_precision(self, resumed: bool) -> precision.Choice:
         """fp32 or bf16 for this run: ``train.precision``, ``auto`` measured once per process
-        (:mod:`treelm.kernels.precision`); a resume keeps what the run started with unless the
+        (:mod:`treelm.kernels.precision`) and, where that says bf16, confirmed by this run's own
+        step (:mod:`treelm.train.step_probe`); a resume keeps what the run started with unless the
         config now names another precision outright."""
         asked, saved = self.tc.precision, self.s.precision if resumed else ""
         if saved and asked in ("auto", saved):
@@ -126,6 +127,8 @@ class Trainer(Persistence):
                                       "resume")
         else:
             choice = precision.resolve(asked, self.device)
+            if asked == "auto" and not precision.pinned():     # the machine, then this model
+                choice = step_probe.confirm(choice, self.model, self.task, self.device)
             # under DDP every process takes the main one's choice (a near tie measured apart
             # would otherwise split them)
             choice = D.gather_objects(choice, self.dist)[0]

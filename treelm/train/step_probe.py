@@ -1,0 +1,82 @@
+"""``auto``'s second look: this run's own training step, timed in float32 and in bf16.
+
+    speedup = t_fp32 / t_bf16     (forward + loss + backward of the run's first batch; the
+                                   fastest of a few turns each, the precisions alternating)
+    bf16 kept  ⇔  speedup ≥ MIN_GAIN
+
+Why: that this machine multiplies bfloat16 natively (:func:`treelm.kernels.precision.measure`,
+a 256 × 512 · 512 × 1024 product) does not make every model train faster in bf16. A small
+model's products (a slot tagger's 100-unit Elman cell: 16 × 100 · 100 × 100 per step) take
+longer in bfloat16 than in float32 once the casts around them are counted, and its step is
+little else: on an AMD EPYC with AVX512-BF16 the ATIS Elman, GRU and Jordan taggers and the
+reverse task's RNN with attention trained at 0.69-0.87× their float32 speed in bf16, while
+the PTB word and character models ran 1.2-1.9× faster. So where the machine says bf16 (on the
+CPU), ``auto`` times the run's step in both precisions before training and keeps bf16 only where
+it pays; the measurement is logged and recorded with the choice.
+
+Nothing of the run changes: the step runs on a copy of the model, the random streams are
+forked (dropout draws nothing from the run's), and the task's position and carried state are
+put back (``state_dict``), so the run trains on the batches, and with the numbers, it would have
+had without the probe (``tests/test_step_probe.py``). No optimiser step is timed: it does the
+same float32 work in both precisions. On CUDA the probe is not made (tensor cores of compute
+capability ≥ 8.0 decide; CUDA graphs would be captured for a copy that is thrown away).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+from torch import nn
+
+from treelm.kernels import precision
+from treelm.tasks.base import Task
+
+MIN_GAIN = 1.1      # bf16 must make the step this much faster (a near tie keeps float32's digits)
+TURNS = 3           # timed turns per precision, after one untimed
+BUDGET_S = 20.0     # fewer turns where one step is long (at least one timed turn each)
+
+
+def step_times(model: nn.Module, task: Task, device: torch.device, turns: int = TURNS,
+               budget_s: float = BUDGET_S) -> dict[str, float]:
+    """Seconds of one forward + backward of the task's next batch in each precision, the
+    fastest of up to ``turns`` (module docstring); the run's model, task and RNG untouched."""
+    state = copy.deepcopy(task.state_dict())
+    probe = copy.deepcopy(model).train()
+    times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    try:
+        with torch.random.fork_rng(devices=[]):
+            batch = next(iter(task.batches()))
+            t_start = time.perf_counter()
+            for turn in range(turns + 1):                   # turn 0 warms up, untimed
+                for prec in ("fp32", "bf16") if turn % 2 else ("bf16", "fp32"):
+                    t0 = time.perf_counter()
+                    with precision.autocast(prec, device):
+                        out = task.loss(probe, batch)
+                    out.loss.backward()
+                    if turn:
+                        times[prec].append(time.perf_counter() - t0)
+                    probe.zero_grad(set_to_none=True)
+                if turn and time.perf_counter() - t_start > budget_s:
+                    break
+    finally:
+        task.load_state_dict(state)
+    return {p: min(t) for p, t in times.items()}
+
+
+def confirm(choice: precision.Choice, model: nn.Module, task: Task,
+            device: torch.device) -> precision.Choice:
+    """``auto``'s machine choice ``choice``, kept or turned to fp32 by this run's step (CPU,
+    where the machine chose bf16); the reason says what was measured."""
+    if choice.precision != "bf16" or device.type != "cpu":
+        return choice
+    t = step_times(model, task, device)
+    gain = t["fp32"] / t["bf16"]
+    keep = gain >= MIN_GAIN
+    return precision.Choice(
+        choice.device, "bf16" if keep else "fp32",
+        f"{choice.reason.removesuffix(': bf16')}; this model's training step {gain:.2f}× in "
+        f"bf16 ({1e3 * t['bf16']:.3g} vs {1e3 * t['fp32']:.3g} ms): " +
+        ("bf16" if keep else f"not {MIN_GAIN}× faster, fp32"),
+        choice.fp32_ms, choice.bf16_ms)
