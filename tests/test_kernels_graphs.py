@@ -4,6 +4,7 @@ a graph, one capture per key, the limits, the eager fallback and its numbers."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from treelm.cells.onlstm import ONLSTM
 from treelm.kernels import onlstm_sequence
-from treelm.kernels.graphs import GraphCache, GraphKey
+from treelm.kernels.graphs import Capture, GraphCache, GraphKey
 
 I, H, L = 3, 8, 4
 
@@ -221,27 +222,31 @@ def _two_batches(run: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Tensor
     return first[0], [w_ih.grad, b_ih.grad, w_hh.grad, b_hh.grad]
 
 
+def _graphed_and_eager(device: str, stand_in: Capture, args: Callable[[], tuple[Any, ...]],
+                       context: Callable[[], Any]) -> tuple[GraphCache, Any, Any]:
+    """The same two batches (:func:`_two_batches`) through a graph cache (``stand_in`` on the
+    CPU, the real capture on CUDA) and through the eager path, each inside ``context()``."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if device == "cpu":
+        cache, impl = GraphCache(capture=stand_in, device_types=("cpu",)), "cpu"
+    else:
+        cache, impl = GraphCache(), "auto"
+    results = []
+    for run in (lambda *a: cache(*a, impl=impl), lambda *a: onlstm_sequence(*a, impl=impl)):
+        with context():
+            results.append(_two_batches(run, _on(device, args())))
+    return cache, *results
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_replays_neither_overwrite_earlier_outputs_nor_accumulated_gradients(device) -> None:
     """What the static buffers would break: gradient accumulation over two replays of one key
     (the first batch's ``.grad`` kept as the buffer the second replay overwrites) and an output of
     an earlier step still held. Stand-in capture on the CPU, the real one on CUDA."""
-    if device == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    if device == "cpu":
-        cache = GraphCache(capture=StaticCapture(), device_types=("cpu",))
-        impl = "cpu"
-    else:
-        cache, impl = GraphCache(), "auto"
-    results = []
-    for graphs in (True, False):
-        args = _on(device, _args(4, seed=11))
-        if graphs:
-            results.append(_two_batches(lambda *a: cache(*a, impl=impl), args))
-        else:
-            results.append(_two_batches(lambda *a: onlstm_sequence(*a, impl=impl), args))
+    cache, (out_g, grads_g), (out_e, grads_e) = _graphed_and_eager(
+        device, StaticCapture(), lambda: _args(4, seed=11), contextlib.nullcontext)
     assert cache.stats["replayed"] == 2
-    (out_g, grads_g), (out_e, grads_e) = results
     tol = {"rtol": 0, "atol": 0} if device == "cpu" else {"rtol": 1e-5, "atol": 1e-6}
     torch.testing.assert_close(out_g, out_e, **tol)
     for a, b in zip(grads_g, grads_e):
@@ -263,28 +268,17 @@ def test_replays_under_bf16_autocast_are_the_eager_autocast_numbers(device) -> N
     autocast inside the captured function, no cast cache), and give the eager path's bf16 numbers
     (the same products and casts; exactly so on the CPU stand-in), including the gradients of
     two accumulated batches; an fp32 call of the same shapes is a key of its own."""
-    if device == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    if device == "cpu":
-        cache = GraphCache(capture=_AutocastCheckingCapture(), device_types=("cpu",))
-        impl = "cpu"
-    else:
-        cache, impl = GraphCache(), "auto"
-    results = []
-    for graphs in (True, False):
-        args = _on(device, _args(5, B=3, seed=13))
-        run = ((lambda *a: cache(*a, impl=impl)) if graphs else
-               (lambda *a: onlstm_sequence(*a, impl=impl)))
-        with torch.autocast(device, torch.bfloat16):
-            results.append(_two_batches(run, args))
+    cache, (out_g, grads_g), (out_e, grads_e) = _graphed_and_eager(
+        device, _AutocastCheckingCapture(), lambda: _args(5, B=3, seed=13),
+        lambda: torch.autocast(device, torch.bfloat16))
     assert cache.stats == {"captured": 1, "replayed": 2, "eager": 0}
     assert next(iter(cache.graphs)).autocast == torch.bfloat16
-    (out_g, grads_g), (out_e, grads_e) = results
     assert out_g.dtype == torch.float32 and not torch.isnan(out_g).any()
     tol = {"rtol": 0, "atol": 0} if device == "cpu" else {"rtol": 2e-2, "atol": 1e-3}
     torch.testing.assert_close(out_g, out_e, **tol)
     for a, b in zip(grads_g, grads_e):
         torch.testing.assert_close(a, b, **tol)
+    impl = "cpu" if device == "cpu" else "auto"
     _loss(cache(*_on(device, _args(5, B=3, seed=14)), impl=impl)).backward()   # fp32: its own
     assert cache.stats["captured"] == 2 and {k.autocast for k in cache.graphs} == {
         None, torch.bfloat16}
