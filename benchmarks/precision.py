@@ -78,14 +78,15 @@ def graph_stats(net: torch.nn.Module) -> dict[str, int] | None:
 
 
 def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: int,
-           max_batches: int, overrides: list[str], device: str = "cpu") -> dict[str, dict]:
+           max_batches: int, overrides: list[str], device: str = "cpu"
+           ) -> tuple[dict[str, dict], precision.Choice]:
     """Training steps of ``config`` in each of ``precs`` for about ``seconds`` each: units/s.
 
     One trainer per precision, built side by side in this process; the timed part takes turns,
     ``rounds`` slices of ``seconds / rounds`` per precision, the order reversed every other round
     (fp32 bf16 bf16 fp32 ...). On a shared machine whose speed drifts by several percent from
     one minute to the next, taking turns lets the drift fall on both precisions alike rather than
-    on whichever ran second. Also ``"auto"``: what ``train.precision: auto`` takes for this
+    on whichever ran second. Also returned: what ``train.precision: auto`` takes for this
     config, the machine's measurement confirmed by the config's own step
     (:mod:`treelm.train.step_probe`)."""
     tmp = tempfile.TemporaryDirectory()
@@ -127,13 +128,12 @@ def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: i
     out = {p: {"tokens_per_s": round(d["units"] / d["seconds"], 1), "batches": d["batches"],
                "tokens": d["units"], "seconds": round(d["seconds"], 2),
                "per_round": d["rounds"]} for p, d in done.items()}
-    out["auto"] = auto.as_dict()
     for p in precs:
         if graphs[p] is not None:   # CUDA graphs in the timed part: counts after the warm-up
             out[p]["cuda_graphs"] = {k: v - (warm[p] or {}).get(k, 0)
                                      for k, v in graphs[p].items()}
             out[p]["cuda_graphs_warmup"] = warm[p]
-    return out
+    return out, auto
 
 
 #: The products of a PTB CPU config's training step (rows M = 64 × 35 tokens): the output
@@ -268,9 +268,9 @@ def main() -> None:
         entry = entries[config]
         if not args.seconds:
             continue
-        measured = speeds(config, args.precisions, args.seconds, args.rounds, args.warmup,
-                          args.max_batches, args.overrides, args.device)
-        entry["auto"] = measured.pop("auto")
+        measured, auto_takes = speeds(config, args.precisions, args.seconds, args.rounds,
+                                      args.warmup, args.max_batches, args.overrides, args.device)
+        entry["auto"] = auto_takes.as_dict()
         print(f"{config} auto: {entry['auto']['precision']} ({entry['auto']['reason']})",
               file=sys.stderr, flush=True)
         for prec, r in measured.items():

@@ -8,9 +8,11 @@ Why: that this machine multiplies bfloat16 natively (:func:`treelm.kernels.preci
 a 256 × 512 · 512 × 1024 product) does not make every model train faster in bf16. A small
 model's products (a slot tagger's 100-unit Elman cell: 16 × 100 · 100 × 100 per step) take
 longer in bfloat16 than in float32 once the casts around them are counted, and its step is
-little else: on an AMD EPYC with AVX512-BF16 the ATIS Elman, GRU and Jordan taggers and the
-reverse task's RNN with attention trained at 0.69-0.87× their float32 speed in bf16, while
-the PTB word and character models ran 1.2-1.9× faster. So where the machine says bf16 (on the
+little else: on an AMD EPYC with AVX512-BF16 the ATIS taggers (Elman, Jordan, GRU, LSTM) and
+SNIPS Elman trained at 0.74-0.83× their float32 speed in bf16 and the reverse task's RNN with
+attention at 0.95×, while ConvS2S, logic's ON-LSTM and the character models ran 1.24-1.69×
+faster (``benchmarks/results/precision-tasks-20261126.json``) and the PTB word models 1.79×
+(``precision-20261126.json``). So where the machine says bf16 (on the
 CPU), ``auto`` times the run's step in both precisions before training and keeps bf16 only where
 it pays; the measurement is logged and recorded with the choice.
 
