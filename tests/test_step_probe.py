@@ -11,7 +11,7 @@ import torch
 
 from treelm.config import apply_overrides, load_config
 from treelm.kernels import precision
-from treelm.rundir.files import RunFiles
+from treelm.rundir.files import RunFiles, read_metrics
 from treelm.train import step_probe
 from treelm.train.trainer import Trainer
 
@@ -49,6 +49,8 @@ def test_the_probe_leaves_the_run_as_it_was(tmp_path, monkeypatch, config):
     probed = _trainer(tmp_path, config, "auto")
     assert calls and probed.choice.precision == "fp32"
     assert "training step" in probed.choice.reason and "fp32" in probed.choice.reason
+    logged = read_metrics(tmp_path / "auto", "precision")          # recorded in the run
+    assert len(logged) == 1 and logged[0]["reason"] == probed.choice.reason
     probed_losses = _train(probed, 6)           # each trainer seeds the process's generator:
     told = _trainer(tmp_path, config, "fp32")   # one after the other
     assert probed_losses == _train(told, 6)

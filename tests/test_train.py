@@ -139,9 +139,9 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root, restore_dete
     proc.wait()
     assert (run / "checkpoint.json").exists()
     assert main(["train", "--resume", str(run), "--quiet"]) == 0
-    def curve(r: Path) -> list[tuple]:
-        return [(m["event"], m["step"], round(m.get("loss", m.get("best_valid_loss")), 6))
-                for m in _metrics(r)]
+    def curve(r: Path) -> list[tuple]:     # every event (the precision line once), its loss
+        losses = [(m, m.get("loss", m.get("best_valid_loss"))) for m in _metrics(r)]
+        return [(m["event"], m["step"], None if x is None else round(x, 6)) for m, x in losses]
 
     a, b = curve(ref), curve(run)
     assert a == b
@@ -253,9 +253,9 @@ def test_runs_of_the_previous_layout_load_and_resume_exactly(tmp_path, root, cap
     new = tmp_path / "new"
     _train(new, "train.epochs=2", "train.device=cpu")
 
-    def curve(r: Path) -> list[tuple]:
-        return [(m["event"], m["step"], round(m.get("loss", m.get("best_valid_loss")), 6))
-                for m in _metrics(r)]
+    def curve(r: Path) -> list[tuple]:     # every event (the precision line once), its loss
+        losses = [(m, m.get("loss", m.get("best_valid_loss"))) for m in _metrics(r)]
+        return [(m["event"], m["step"], None if x is None else round(x, 6)) for m, x in losses]
 
     def losses(r: Path, epoch: int) -> list[float]:
         return [m["loss"] for m in _metrics(r) if m["event"] == "train" and m["epoch"] == epoch]
@@ -332,9 +332,9 @@ def test_three_interrupts_lose_nothing(tmp_path, root):
     assert steps == sorted(steps) and len(set(steps)) == 3
     assert main(["train", "--resume", str(run), "--quiet"]) == 0
 
-    def curve(r: Path) -> list[tuple]:
-        return [(m["event"], m["step"], round(m.get("loss", m.get("best_valid_loss")), 6))
-                for m in _metrics(r)]
+    def curve(r: Path) -> list[tuple]:     # every event (the precision line once), its loss
+        losses = [(m, m.get("loss", m.get("best_valid_loss"))) for m in _metrics(r)]
+        return [(m["event"], m["step"], None if x is None else round(x, 6)) for m, x in losses]
 
     assert curve(ref) == curve(run)
     wa, wb = _weights(ref), _weights(run)

@@ -5,7 +5,8 @@
     RUN/tokenizer.model        sentencepiece model bytes (bpe / unigram tokenizers only)
     RUN/vocab.json             the vocabulary (specials, symbols)
     RUN/<role>.tokenizer.json, RUN/<role>.vocab.json     further tables of a task ("src", "labels")
-    RUN/metrics.jsonl          one JSON object per event (train progress, valid, test)
+    RUN/metrics.jsonl          one JSON object per event (the precision and why, train progress,
+                               valid, test)
     RUN/checkpoint.json        {"format", "model", "last": "ckpt/N", "best": "ckpt/M"}
     RUN/ckpt/N/model.safetensors      weights (safetensors: no pickle)
     RUN/ckpt/N/averaged.safetensors   NT-ASGD averaged weights, when active

@@ -46,6 +46,9 @@ class Persistence:
                 self.task.save(self.files)
                 self.files.write_fingerprints(self.task.data_files())
                 self.metrics.start()
+                # what the run trains in and why (auto's measurements), before the step-0
+                # checkpoint so that a resume from it keeps the line
+                self.event("precision", **self.choice.as_dict())
             self.save()
         except RunLockedError:
             raise                   # another process's run: nothing here is ours to remove
