@@ -63,7 +63,7 @@ def test_bf16_is_kept_only_where_the_step_is_faster(monkeypatch):
     monkeypatch.setattr(step_probe, "step_times", lambda *a, **k: dict(times))
     cpu = torch.device("cpu")
     kept = step_probe.confirm(NATIVE, None, None, cpu)  # type: ignore[arg-type]
-    assert kept.precision == "bf16" and "2.00× in bf16 (500 vs 1e+03 ms): bf16" in kept.reason
+    assert kept.precision == "bf16" and "2.00× in bf16 (500 vs 1,000 ms): bf16" in kept.reason
     assert (kept.fp32_ms, kept.bf16_ms) == (NATIVE.fp32_ms, NATIVE.bf16_ms)   # the machine's
     times["bf16"] = 1.0 / 1.05                                  # a near tie keeps float32
     assert step_probe.confirm(NATIVE, None, None, cpu).precision == "fp32"  # type: ignore[arg-type]

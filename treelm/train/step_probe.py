@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -67,18 +68,27 @@ def step_times(model: nn.Module, task: Task, device: torch.device, turns: int = 
     return {p: min(t) for p, t in times.items()}
 
 
-def confirm(choice: precision.Choice, model: nn.Module, task: Task,
-            device: torch.device) -> precision.Choice:
+def _ms(seconds: float) -> str:
+    """Milliseconds for a log line: 3 significant digits, no exponent (1,510 not 1.51e+03)."""
+    ms = 1e3 * seconds
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def confirm(choice: precision.Choice, model: nn.Module, task: Task, device: torch.device,
+            say: Callable[[str], None] | None = None) -> precision.Choice:
     """``auto``'s machine choice ``choice``, kept or turned to fp32 by this run's step (CPU,
-    where the machine chose bf16); the reason says what was measured."""
+    where the machine chose bf16); the reason says what was measured. ``say`` hears a line
+    before the timing starts (a large model's steps take seconds each)."""
     if choice.precision != "bf16" or device.type != "cpu":
         return choice
+    if say is not None:
+        say("treelm: precision auto: timing this model's training step in fp32 and bf16")
     t = step_times(model, task, device)
     gain = t["fp32"] / t["bf16"]
     keep = gain >= MIN_GAIN
     return precision.Choice(
         choice.device, "bf16" if keep else "fp32",
         f"{choice.reason.removesuffix(': bf16')}; this model's training step {gain:.2f}× in "
-        f"bf16 ({1e3 * t['bf16']:.3g} vs {1e3 * t['fp32']:.3g} ms): " +
+        f"bf16 ({_ms(t['bf16'])} vs {_ms(t['fp32'])} ms): " +
         ("bf16" if keep else f"not {MIN_GAIN}× faster, fp32"),
         choice.fp32_ms, choice.bf16_ms)

@@ -128,7 +128,8 @@ class Trainer(Persistence):
         else:
             choice = precision.resolve(asked, self.device)
             if asked == "auto" and not precision.pinned():     # the machine, then this model
-                choice = step_probe.confirm(choice, self.model, self.task, self.device)
+                choice = step_probe.confirm(choice, self.model, self.task, self.device,
+                                            self.say if self.dist.main else None)
             # under DDP every process takes the main one's choice (a near tie measured apart
             # would otherwise split them)
             choice = D.gather_objects(choice, self.dist)[0]
