@@ -127,9 +127,9 @@ class Trainer(Persistence):
                                       "resume")
         else:
             choice = precision.resolve(asked, self.device)
-            if asked == "auto" and not precision.pinned():     # the machine, then this model
-                choice = step_probe.confirm(choice, self.model, self.task, self.device,
-                                            self.say if self.dist.main else None)
+            if asked == "auto" and not precision.pinned() and self.dist.main:
+                # the machine, then this model (on the main process: its choice is taken below)
+                choice = step_probe.confirm(choice, self.model, self.task, self.device, self.say)
             # under DDP every process takes the main one's choice (a near tie measured apart
             # would otherwise split them)
             choice = D.gather_objects(choice, self.dist)[0]
