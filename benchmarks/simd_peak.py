@@ -1,0 +1,172 @@
+"""How many multiply-adds per second one core does in float32 and in bfloat16: the CPU's own
+ceiling for what bfloat16 can do to a matrix product.
+
+    python benchmarks/simd_peak.py [--seconds 0.5] [--repeats 7] [--out PATH]
+
+A float32 product runs on fused multiply-adds (``vfmadd231ps``: one multiply-add per float32 lane
+per instruction); a bfloat16 product on x86 runs on ``vdpbf16ps`` (AVX512-BF16: per float32 lane,
+the dot product of two pairs of bfloat16 added to the lane, i.e. two multiply-adds) or on AMX
+tiles. Whether bfloat16 can be more than twice as fast as float32 for a product therefore depends
+on how many ``vdpbf16ps`` a core issues per cycle against ``vfmadd231ps``:
+
+    peak ratio = (bf16 multiply-adds / s) / (fp32 multiply-adds / s)
+               = 2 × (vdpbf16ps issued / s) / (vfmadd231ps issued / s)
+
+This script measures both on one core, in 512-bit and 256-bit registers, with ``ACC`` independent
+accumulators (enough to hide each instruction's latency), each loop compiled here by the system C
+compiler (``-O2`` and exactly the vector flags the instruction needs), loaded with ctypes, timed in
+C. The best of ``--repeats`` runs of ``--seconds`` each, the kinds taking turns. It measures the
+instructions, not a library: oneDNN's bfloat16 products (``benchmarks/precision.py``'s
+``products``) can at most approach this ratio.
+
+A whole training step in bfloat16 mixed precision is faster than float32 by less than its
+products are (the gates, softmax, optimiser and every reduction stay float32), so where the peak
+ratio is 2 a whole step cannot reach 2×. The record (``benchmarks/results/simd_peak-DATE.json``)
+holds the CPU model and flags. No AVX512-BF16 on the CPU: only the float32 rows are measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
+
+ACC = 12   # independent accumulators: latency 4-6 cycles × up to 2 instructions per cycle
+
+_SOURCE = r"""
+#include <immintrin.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+#define LOOP(T, ZERO, SET, STEP, SUM, OUT)                                       \
+    T a = SET(1.0f), b = SET(1e-7f);                                             \
+    %(declare)s                                                                  \
+    __asm__ volatile("" : %(opaque)s);   /* accumulators not known equal: no merging */ \
+    double t0 = now();                                                           \
+    for (long n = 0; n < iters; ++n) {                                           \
+        %(steps)s                                                                \
+        __asm__ volatile("" : "+v"(a), "+v"(b));   /* a, b unknown each time */  \
+    }                                                                            \
+    double dt = now() - t0;                                                      \
+    T s = acc0;                                                                  \
+    %(sums)s                                                                     \
+    OUT;                                                                         \
+    return dt;
+
+static volatile float sink;
+"""
+
+#: kind -> (vector flags, C body, multiply-adds per instruction)
+_KINDS = {
+    "fp32 fma 512-bit": ("-mavx512f", """
+double run(long iters) {
+#define FMA(c, x, y) _mm512_fmadd_ps(x, y, c)
+    LOOP(__m512, _mm512_setzero_ps, _mm512_set1_ps, FMA, _mm512_add_ps,
+         sink = _mm512_reduce_add_ps(s))
+}""", 16),
+    "fp32 fma 256-bit": ("-mavx2 -mfma", """
+double run(long iters) {
+#define FMA(c, x, y) _mm256_fmadd_ps(x, y, c)
+    LOOP(__m256, _mm256_setzero_ps, _mm256_set1_ps, FMA, _mm256_add_ps,
+         float o[8]; _mm256_storeu_ps(o, s); sink = o[0])
+}""", 8),
+    "bf16 dot 512-bit": ("-mavx512f -mavx512bf16", """
+double run(long iters) {
+#define SET512(x) _mm512_castsi512_ps(_mm512_set1_epi16(0x3f80))
+#define DP(c, x, y) _mm512_dpbf16_ps(c, (__m512bh)(x), (__m512bh)(y))
+    LOOP(__m512, _mm512_setzero_ps, SET512, DP, _mm512_add_ps,
+         sink = _mm512_reduce_add_ps(s))
+}""", 32),
+    "bf16 dot 256-bit": ("-mavx512f -mavx512vl -mavx512bf16", """
+double run(long iters) {
+#define SET256(x) _mm256_castsi256_ps(_mm256_set1_epi16(0x3f80))
+#define DP(c, x, y) _mm256_dpbf16_ps(c, (__m256bh)(x), (__m256bh)(y))
+    LOOP(__m256, _mm256_setzero_ps, SET256, DP, _mm256_add_ps,
+         float o[8]; _mm256_storeu_ps(o, s); sink = o[0])
+}""", 16),
+}
+
+#: the CPU flags each kind needs (``/proc/cpuinfo`` names)
+_NEEDS = {"fp32 fma 512-bit": {"avx512f"}, "fp32 fma 256-bit": {"avx2", "fma"},
+          "bf16 dot 512-bit": {"avx512f", "avx512_bf16"},
+          "bf16 dot 256-bit": {"avx512f", "avx512vl", "avx512_bf16"}}
+
+
+def _flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def build(kind: str, work: Path) -> ctypes.CDLL:
+    """Compile ``kind``'s loop into a shared library in ``work`` and load it."""
+    flags, body, _ = _KINDS[kind]
+    stem = kind.replace(" ", "_").replace("-", "")
+    src, lib = work / f"{stem}.c", work / f"{stem}.so"
+    # the accumulators spelled out one by one: an array of them would live in memory at -O2
+    src.write_text(_SOURCE % {
+        "declare": " ".join(f"T acc{i} = ZERO();" for i in range(ACC)),
+        "opaque": ", ".join(f'"+v"(acc{i})' for i in range(ACC)),
+        "steps": " ".join(f"acc{i} = STEP(acc{i}, a, b);" for i in range(ACC)),
+        "sums": " ".join(f"s = SUM(s, acc{i});" for i in range(1, ACC))} + body)
+    cmd = ["cc", "-O2", "-shared", "-fPIC", *flags.split(), str(src), "-o", str(lib)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"simd_peak: compiling {kind} failed: {done.stderr.strip()[:300]}")
+    dll = ctypes.CDLL(str(lib))
+    dll.run.restype, dll.run.argtypes = ctypes.c_double, [ctypes.c_long]
+    return dll
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=0.5, help="each timed run")
+    ap.add_argument("--repeats", type=int, default=7, help="runs per kind, the best kept")
+    ap.add_argument("--out", type=Path, default=None, help="record (default: results/)")
+    args = ap.parse_args()
+
+    have = _flags()
+    kinds = [k for k in _KINDS if _NEEDS[k] <= have]
+    skipped = [k for k in _KINDS if k not in kinds]
+    with tempfile.TemporaryDirectory() as tmp:
+        libs = {k: build(k, Path(tmp)) for k in kinds}
+        iters = {}
+        for k in kinds:   # size each loop to about --seconds
+            n = 1_000_000
+            while (dt := libs[k].run(n)) < 0.05:
+                n *= 4
+            iters[k] = max(1, int(n * args.seconds / dt))
+        best = {k: float("inf") for k in kinds}
+        for _ in range(args.repeats):
+            for k in kinds:   # the kinds take turns: a clock that drifts slows all alike
+                best[k] = min(best[k], libs[k].run(iters[k]) / iters[k])
+    rows = {}
+    for k in kinds:
+        per_instr = _KINDS[k][2]
+        rows[k] = {"instructions_per_ns": round(ACC / best[k] / 1e9, 3),
+                   "gmacs_per_s": round(ACC * per_instr / best[k] / 1e9, 1),
+                   "macs_per_instruction": per_instr}
+    fp32 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("fp32")), default=None)
+    bf16 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("bf16")), default=None)
+    result = {"one_core": rows, "accumulators": ACC, "seconds": args.seconds,
+              "repeats": args.repeats, "skipped (CPU lacks the flags)": skipped,
+              "fp32_peak_gmacs_per_s": fp32, "bf16_peak_gmacs_per_s": bf16,
+              "bf16_over_fp32_peak": round(bf16 / fp32, 2) if fp32 and bf16 else None,
+              }
+    write_result("simd_peak", result, path=args.out)
+
+
+if __name__ == "__main__":
+    main()
