@@ -9,10 +9,16 @@ Why: ``F.cross_entropy(head(h))`` writes the (N, V) logits, then their float32 c
 softmax, and in the backward a zero-filled (N, V) gradient, the log-softmax gradient and its cast:
 six passes over N·V floats (90 MB each for a PTB batch of 64 × 35 rows and 10,000 words), which
 cost as much as the output layer's three products once those run in bfloat16. Here the forward
-computes G block by block (each block's logits stay in cache), stores it once in the products'
-dtype, and the backward is the two products above. Each block's product is written straight
-into G's rows, and on the CPU the softmax, the loss, G and the bias gradient are one C++ pass
-per row (:mod:`treelm.kernels.softmax_ce`; elsewhere the same equations in PyTorch).
+writes the logits' product straight into G's rows, stored once in the products' dtype, and turns
+them into G in place; the backward is the two products above. On the CPU the softmax, the loss,
+G and the bias gradient are one C++ pass per row (:mod:`treelm.kernels.softmax_ce`; elsewhere
+the same equations in PyTorch).
+
+Blocks: the product is made ``block`` rows at a time. Small blocks would keep each block's
+logits in cache for the softmax pass, but on the CPU they slow the product more than that saves
+(the record ``benchmarks/results/precision-20261126.json`` and the next one before and after:
+blocks of 256 rows, then one block per batch). So the default block holds a whole batch of
+the shipped configs.
 
 Precision: under bfloat16 autocast the products take bfloat16 operands (as ``nn.Linear`` would);
 the logits are brought to float32 before the bias, the log-softmax and the loss, which are float32;
@@ -27,7 +33,7 @@ from torch import Tensor
 
 from treelm.kernels.softmax_ce import softmax_ce_rows
 
-BLOCK = 256          # rows of logits at a time: 256 × 10,000 float32 = 10 MB, in L2/L3 cache
+BLOCK = 4096         # rows of logits per product: a whole batch of every shipped config
 
 
 def _operand_dtype(h: Tensor) -> torch.dtype:
