@@ -1,13 +1,19 @@
 """The AWD-LSTM regularisers of :mod:`treelm.nn.dropout` against their definitions: embedding
 dropout on the looked-up rows is AWD's masked matrix (same random draws, same numbers, same
-gradient), locked dropout shares one mask over time, and weight drop drops single weights."""
+gradient), locked dropout shares one mask over time, and weight drop drops single weights, on the
+CPU by a hashed mask (:mod:`treelm.kernels.hash_dropout`) checked against its formula in numpy."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from treelm.kernels.hash_dropout import hash_dropout
+from treelm.kernels.onlstm_cxx import cxx_available
 from treelm.nn.dropout import DroppedEmbedding, embedding_dropout, locked_dropout, weight_drop
 
 
@@ -81,3 +87,75 @@ def test_weight_drop_drops_single_weights() -> None:
     assert abs(zero.float().mean().item() - 0.25) < 0.02
     torch.testing.assert_close(out[~zero], w[~zero] / 0.75)
     assert weight_drop(w, 0.25, False) is w
+
+
+def _hash_mask_reference(n: int, p: float, seed: int) -> np.ndarray:
+    """The hashed mask of ``csrc/hash_dropout.cpp`` from its formula, in numpy's uint32."""
+    def mix(h: np.ndarray) -> np.ndarray:
+        h = h ^ (h >> np.uint32(16))
+        h = h * np.uint32(0x85EBCA6B)
+        h = h ^ (h >> np.uint32(13))
+        h = h * np.uint32(0xC2B2AE35)
+        return h ^ (h >> np.uint32(16))
+
+    bits = seed % 2 ** 64
+    s0, s1 = np.uint32(bits & 0xFFFFFFFF), np.uint32(bits >> 32)
+    i = np.arange(n, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        u = mix(mix(i * np.uint32(0x9E3779B9) ^ s0) ^ s1) >> np.uint32(8)
+    return u >= np.uint32(math.ceil(p * 2 ** 24))
+
+
+needs_cxx = pytest.mark.skipif(not cxx_available(), reason="C++ extension not built")
+
+
+@needs_cxx
+@pytest.mark.parametrize("seed", [0, 12345, -(2 ** 63), 2 ** 63 - 1])
+def test_hash_dropout_is_its_formula(seed: int) -> None:
+    x = torch.rand(37, 53, dtype=torch.float64) + 1.0
+    out = hash_dropout(x, 0.3, seed)
+    assert out is not None
+    keep = torch.from_numpy(_hash_mask_reference(x.numel(), 0.3, seed)).view_as(x)
+    assert torch.equal(out == 0, ~keep)
+    assert torch.equal(out[keep], x[keep] * (1.0 / 0.7))
+
+
+@needs_cxx
+def test_hash_dropout_statistics_and_seeds() -> None:
+    x = torch.ones(1680, 400)
+    for p in (0.1, 0.5):
+        kept = (hash_dropout(x, p, 7) != 0).float()
+        sd = (p * (1 - p) / x.numel()) ** 0.5
+        assert abs(1 - kept.mean().item() - p) < 5 * sd
+        flat = kept.flatten()          # neighbours independent: both kept (1 − p)² of the time
+        assert abs((flat[1:] * flat[:-1]).mean().item() - (1 - p) ** 2) < 0.005
+        rows = 1 - kept.mean(1)        # no row or column pattern: binomial spread per row
+        assert rows.std().item() < 1.5 * (p * (1 - p) / 400) ** 0.5
+    assert not torch.equal(hash_dropout(x, 0.5, 1), hash_dropout(x, 0.5, 2))
+    torch.manual_seed(9)
+    a = hash_dropout(x, 0.5)
+    torch.manual_seed(9)
+    assert torch.equal(a, hash_dropout(x, 0.5))    # the seed comes from the CPU generator
+
+
+@needs_cxx
+def test_hash_dropout_gradient_and_threads() -> None:
+    x = torch.randn(8, 9, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: hash_dropout(t, 0.4, 11), (x,))
+    threads = torch.get_num_threads()
+    big = torch.randn(300, 700)
+    try:
+        torch.set_num_threads(1)
+        one = hash_dropout(big, 0.2, 3)
+        torch.set_num_threads(2)
+        assert torch.equal(one, hash_dropout(big, 0.2, 3))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_hash_dropout_declines_what_it_does_not_run() -> None:
+    assert hash_dropout(torch.ones(4, dtype=torch.bfloat16), 0.5, 1) is None
+    # weight drop then draws its mask with torch.rand: bfloat16 weights are still dropped
+    torch.manual_seed(0)
+    out = weight_drop(torch.ones(200, 50, dtype=torch.bfloat16), 0.5, True)
+    assert 0.4 < (out == 0).float().mean().item() < 0.6

@@ -1,8 +1,9 @@
 """Builds and loads treelm's C++ extension: the time loops of the fused ON-LSTM
 (``csrc/onlstm.cpp``, called by :mod:`treelm.kernels.onlstm_cxx`) and of the LSTM under bfloat16
-autocast (``csrc/lstm.cpp``, :mod:`treelm.kernels.lstm_cxx`) and the output layer's softmax
-cross-entropy by rows (``csrc/softmax_ce.cpp``, :mod:`treelm.kernels.softmax_ce`), with what
-they share in ``csrc/common.h`` and the Python bindings in ``csrc/module.cpp``.
+autocast (``csrc/lstm.cpp``, :mod:`treelm.kernels.lstm_cxx`), the output layer's softmax
+cross-entropy by rows (``csrc/softmax_ce.cpp``, :mod:`treelm.kernels.softmax_ce`) and dropout with
+a hashed mask (``csrc/hash_dropout.cpp``, :mod:`treelm.kernels.hash_dropout`), with what they
+share in ``csrc/common.h`` and the Python bindings in ``csrc/module.cpp``.
 
     python -m treelm.kernels.build      # compile now (``make setup`` does) and say what was done
 

@@ -1,5 +1,6 @@
 // What treelm's C++ kernels share (the time loops csrc/onlstm.cpp and csrc/lstm.cpp, the softmax
-// cross-entropy csrc/softmax_ce.cpp; bound to Python in csrc/module.cpp): float32 exp/sigmoid/tanh the compiler can vectorise, the per-step recurrent
+// cross-entropy csrc/softmax_ce.cpp, the hashed dropout csrc/hash_dropout.cpp; bound to Python in
+// csrc/module.cpp): float32 exp/sigmoid/tanh the compiler can vectorise, the per-step recurrent
 // product on the GEMM backend treelm.kernels.gemm measured fastest, and the entry points.
 
 #pragma once
@@ -146,5 +147,6 @@ inline void check_cpu(const at::Tensor& t, const char* name, at::ScalarType dtyp
 void bind_onlstm(pybind11::module_& m);      // csrc/onlstm.cpp
 void bind_lstm(pybind11::module_& m);        // csrc/lstm.cpp
 void bind_softmax_ce(pybind11::module_& m);  // csrc/softmax_ce.cpp
+void bind_hash_dropout(pybind11::module_& m);  // csrc/hash_dropout.cpp
 
 }  // namespace treelm
