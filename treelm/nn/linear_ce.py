@@ -15,10 +15,10 @@ G and the bias gradient are one C++ pass per row (:mod:`treelm.kernels.softmax_c
 the same equations in PyTorch).
 
 Blocks: the product is made ``block`` rows at a time. Small blocks would keep each block's
-logits in cache for the softmax pass, but on the CPU they slow the product more than that saves
-(the record ``benchmarks/results/precision-20261126.json`` and the next one before and after:
-blocks of 256 rows, then one block per batch). So the default block holds a whole batch of
-the shipped configs.
+logits in cache for the softmax pass, but on the CPU they slow the product more than that saves:
+on 2 Zen 4 cores, training steps of ``ptb-onlstm-cpu`` taking turns, float32 steps were faster
+with one block per batch than with blocks of 256 rows and bfloat16 steps the same. So the
+default block holds a whole batch of the shipped configs.
 
 Precision: under bfloat16 autocast the products take bfloat16 operands (as ``nn.Linear`` would);
 the logits are brought to float32 before the bias, the log-softmax and the loss, which are float32;
