@@ -11,8 +11,9 @@ them; nothing per element is drawn or stored.
 
 Why: weight drop masks every hidden-to-hidden weight anew at every batch. ``torch.rand`` on the
 CPU draws those one by one from a Mersenne twister, and the mask's comparison, cast, scaling and
-product are more passes; forward and backward took 3-4% of a PTB ``ptb-onlstm-cpu`` training step.
-Here the mask is integer arithmetic the compiler vectorises, one pass each way.
+product are more passes; forward and backward took about 3% of a ``ptb-onlstm-cpu`` training step
+(by ``torch.profiler``). Here the mask is integer arithmetic the compiler vectorises, one pass
+each way.
 
 :func:`hash_dropout` returns ``None`` where it does not apply (not a CPU float32/float64 tensor,
 the extension not built, ``TREELM_CXX=0``); :func:`treelm.nn.dropout.weight_drop` then draws the

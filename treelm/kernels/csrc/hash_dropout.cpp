@@ -1,8 +1,8 @@
 // Dropout whose mask is a function of (seed, element index), for treelm/kernels/hash_dropout.py:
 //
-//   u_i   = mix(mix(i · 0x9E3779B9 ⊕ s_0) ⊕ s_1) >> 8      24 random bits, s_0, s_1: the seed's halves
-//   out_i = x_i / (1 − p)   if u_i ≥ ⌈p · 2^24⌉   (i.e. U_i = u_i / 2^24 ≥ p, kept with probability 1 − p)
-//         = 0               otherwise
+//   u_i   = mix(mix(i · 0x9E3779B9 ⊕ s_0) ⊕ s_1) >> 8    24 random bits; s_0, s_1 the seed's halves
+//   out_i = x_i / (1 − p)   if u_i ≥ ⌈p · 2^24⌉         (U_i = u_i / 2^24 ≥ p: kept with
+//         = 0               otherwise                    probability 1 − p)
 //
 // mix is MurmurHash3's 32-bit finaliser (every input bit flips each output bit with probability
 // about 1/2). The same call on the output's gradient with the same seed is the backward, so no mask
@@ -11,9 +11,10 @@
 // Why: AWD-LSTM's weight drop draws a new mask over every hidden-to-hidden weight at every batch.
 // torch.rand on the CPU draws those numbers one by one from a Mersenne twister (about 2 ms for a
 // 1680 × 400 weight on 2 cores), then the comparison, the cast, the scaling and the product are
-// four more passes, and the backward another: 3-4% of a PTB training step in all. Here the mask
-// is integer arithmetic the compiler vectorises, in one pass forward and one backward. Each
-// element depends on its index only, so the result does not depend on the thread count.
+// four more passes, and the backward another: about 3% of a PTB training step in all (by
+// torch.profiler). Here the mask is integer arithmetic the compiler vectorises, in one pass
+// forward and one backward. Each element depends on its index only, so the result does not
+// depend on the thread count.
 
 #include "common.h"
 
