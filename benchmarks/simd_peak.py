@@ -64,35 +64,29 @@ static double now(void) {
 static volatile float sink;
 """
 
-#: kind -> (vector flags, C body, multiply-adds per instruction)
+#: kind -> (vector flags, register bits, one instruction's C on accumulator c and operands x, y,
+#: the operands' value, multiply-adds per instruction)
 _KINDS = {
-    "fp32 fma 512-bit": ("-mavx512f", """
-double run(long iters) {
-#define FMA(c, x, y) _mm512_fmadd_ps(x, y, c)
-    LOOP(__m512, _mm512_setzero_ps, _mm512_set1_ps, FMA, _mm512_add_ps,
-         sink = _mm512_reduce_add_ps(s))
-}""", 16),
-    "fp32 fma 256-bit": ("-mavx2 -mfma", """
-double run(long iters) {
-#define FMA(c, x, y) _mm256_fmadd_ps(x, y, c)
-    LOOP(__m256, _mm256_setzero_ps, _mm256_set1_ps, FMA, _mm256_add_ps,
-         float o[8]; _mm256_storeu_ps(o, s); sink = o[0])
-}""", 8),
-    "bf16 dot 512-bit": ("-mavx512f -mavx512bf16", """
-double run(long iters) {
-#define SET512(x) _mm512_castsi512_ps(_mm512_set1_epi16(0x3f80))
-#define DP(c, x, y) _mm512_dpbf16_ps(c, (__m512bh)(x), (__m512bh)(y))
-    LOOP(__m512, _mm512_setzero_ps, SET512, DP, _mm512_add_ps,
-         sink = _mm512_reduce_add_ps(s))
-}""", 32),
-    "bf16 dot 256-bit": ("-mavx512f -mavx512vl -mavx512bf16", """
-double run(long iters) {
-#define SET256(x) _mm256_castsi256_ps(_mm256_set1_epi16(0x3f80))
-#define DP(c, x, y) _mm256_dpbf16_ps(c, (__m256bh)(x), (__m256bh)(y))
-    LOOP(__m256, _mm256_setzero_ps, SET256, DP, _mm256_add_ps,
-         float o[8]; _mm256_storeu_ps(o, s); sink = o[0])
-}""", 16),
+    "fp32 fma 512-bit": ("-mavx512f", 512, "_mm512_fmadd_ps(x, y, c)", "_mm512_set1_ps(v)",
+                         16),
+    "fp32 fma 256-bit": ("-mavx2 -mfma", 256, "_mm256_fmadd_ps(x, y, c)",
+                         "_mm256_set1_ps(v)", 8),
+    # bfloat16 1.0 in every 16-bit half of the register
+    "bf16 dot 512-bit": ("-mavx512f -mavx512bf16", 512,
+                         "_mm512_dpbf16_ps(c, (__m512bh)(x), (__m512bh)(y))",
+                         "_mm512_castsi512_ps(_mm512_set1_epi16(0x3f80))", 32),
+    "bf16 dot 256-bit": ("-mavx512f -mavx512vl -mavx512bf16", 256,
+                         "_mm256_dpbf16_ps(c, (__m256bh)(x), (__m256bh)(y))",
+                         "_mm256_castsi256_ps(_mm256_set1_epi16(0x3f80))", 16),
 }
+
+_BODY = """
+double run(long iters) {
+#define STEP(c, x, y) %(step)s
+#define SET(v) %(set)s
+    LOOP(__m%(w)d, _mm%(w)d_setzero_ps, SET, STEP, _mm%(w)d_add_ps,
+         float o[%(lanes)d]; _mm%(w)d_storeu_ps(o, s); sink = o[0])
+}"""
 
 #: the CPU flags each kind needs (``/proc/cpuinfo`` names)
 _NEEDS = {"fp32 fma 512-bit": {"avx512f"}, "fp32 fma 256-bit": {"avx2", "fma"},
@@ -112,7 +106,8 @@ def _flags() -> set[str]:
 
 def build(kind: str, work: Path) -> ctypes.CDLL:
     """Compile ``kind``'s loop into a shared library in ``work`` and load it."""
-    flags, body, _ = _KINDS[kind]
+    flags, width, step, value, _ = _KINDS[kind]
+    body = _BODY % {"step": step, "set": value, "w": width, "lanes": width // 32}
     stem = kind.replace(" ", "_").replace("-", "")
     src, lib = work / f"{stem}.c", work / f"{stem}.so"
     # the accumulators spelled out one by one: an array of them would live in memory at -O2
@@ -154,7 +149,7 @@ def main() -> None:
                 best[k] = min(best[k], libs[k].run(iters[k]) / iters[k])
     rows = {}
     for k in kinds:
-        per_instr = _KINDS[k][2]
+        per_instr = _KINDS[k][4]
         rows[k] = {"instructions_per_ns": round(ACC / best[k] / 1e9, 3),
                    "gmacs_per_s": round(ACC * per_instr / best[k] / 1e9, 1),
                    "macs_per_instruction": per_instr}
