@@ -9,6 +9,7 @@ import sys
 import time
 
 from treelm.errors import TreelmError
+from treelm.verb import TreelmParser
 
 EPILOG = """examples:
   treelm train --config configs/tiny-lm.yaml --out runs/tiny
@@ -33,7 +34,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = TreelmParser(    # intermixed flags, one-line usage errors, in every verb's parser too
         prog="treelm",
         description="Sequence models that learn structure: train recurrent language models "
         "(ON-LSTM, LSTM, GRU, Elman, Jordan, MRNN, Tensor RNN) and evaluate them; tag slots; "

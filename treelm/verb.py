@@ -5,6 +5,10 @@ terminal's usual width and the examples as written, running one function; every 
 The help and the description are the verb function's docstring: its first paragraph is the line
 ``treelm --help`` lists, the rest is what ``treelm NAME --help`` says above the options. So what a
 verb does is written once, where it is done.
+
+Every parser of the command line is a :class:`TreelmParser`: flags may come before, between or
+after the positional arguments (``treelm parse RUN --layer 2 "the cat sat"``), and a usage error
+is one line, as every other error of treelm is.
 """
 
 from __future__ import annotations
@@ -13,7 +17,59 @@ import argparse
 import inspect
 import textwrap
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
+
+
+class TreelmParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that parses intermixed flags and positionals and says a usage error
+    in one line (``treelm VERB: error: ... (see treelm VERB --help)``), exit 2.
+
+    Subparsers are made with the class of their parent (argparse's default), so giving it to the
+    top-level parser (:func:`treelm.cli.build_parser`) gives it to every verb, sub-verbs included.
+    """
+
+    _intermixing = False     # inside parse_known_intermixed_args, which calls parse_known_args
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        # argparse hands a verb its arguments through the verb parser's parse_known_args, so this
+        # is the one place that makes every verb intermixed. Plain parsing takes the positionals
+        # as the first run of non-flag words: in "RUN --layer 2 the cat" the sentence would be
+        # left over ("unrecognized arguments"). A parser with subparsers (the top level, `suite`)
+        # cannot be intermixed (argparse refuses) and needs not be: its verbs are.
+        if self._intermixing or not self._intermixable():
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:     # said by the verb that was given them, whose --help lists what it takes
+            self._chosen(namespace).error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+    def _chosen(self, namespace: argparse.Namespace) -> argparse.ArgumentParser:
+        """The parser of the verb (or sub-verb) that ``namespace`` was parsed by."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                sub = action.choices.get(getattr(namespace, action.dest, None))
+                if sub is not None:
+                    return sub._chosen(namespace) if isinstance(sub, TreelmParser) else sub
+        return self
+
+    def _intermixable(self) -> bool:
+        positionals = self._get_positional_actions()
+        return not any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in positionals) \
+            and not any(a in positionals for g in self._mutually_exclusive_groups
+                        for a in g._group_actions)
+
+    def error(self, message: str) -> NoReturn:
+        # argparse prints the usage block and then the error (two lines or more); treelm's errors
+        # are one line each, so the pointer to the usage goes on the same line
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def add_verb(sub: Any, name: str, func: Callable[[argparse.Namespace], int],
