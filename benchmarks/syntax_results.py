@@ -33,7 +33,7 @@ RULE_STYLE = {"official": "-", "split": "--"}
 
 
 def newest(results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
-    files = sorted(results.glob("trees-*.json"))
+    files = sorted(results.glob("trees-[0-9]*.json"))
     return (files[-1], json.loads(files[-1].read_text(encoding="utf-8"))) if files else None
 
 

@@ -48,6 +48,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+import trees_screen  # noqa: E402
 from common import RESULTS, command_line, machine_info, result_path, write_result  # noqa: E402
 
 GATES = ("paper", "symmetric")
@@ -67,7 +68,9 @@ class StudyError(Exception):
 # ----------------------------------------------------------------------------- arguments
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--minutes", type=float, required=True, help="wall-time budget per run")
+    ap.add_argument("--screen", action="store_true",
+                    help="the recipe screen instead of the study (benchmarks/trees_screen.py)")
+    ap.add_argument("--minutes", type=float, help="wall-time budget per run (the study)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds 1..N per gate (default 3)")
     ap.add_argument("--gates", nargs="+", choices=GATES, default=list(GATES),
                     help="master input gates (model.cell_options.master_input)")
@@ -84,15 +87,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="train.eval_every_minutes (default: the config's)")
     ap.add_argument("--baseline-seeds", type=int, default=5,
                     help="seeds of random trees and of the rule control (default 5)")
-    ap.add_argument("--threads", type=int, help="torch threads for the scoring (default: torch's)")
+    ap.add_argument("--threads", type=int, help="torch threads for the scoring, and the "
+                    "screen's train.threads (default: torch's, the config's)")
     ap.add_argument("--no-train", action="store_true",
                     help="train nothing: score the finished runs not yet in the record and write "
                          "the curves of the runs still training (a snapshot of a running study)")
     ap.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every run (e.g. data.file=... for a tiny run)")
+    trees_screen.add_arguments(ap)
     args = ap.parse_args(argv)
-    if args.minutes <= 0 or args.seeds < 1 or args.baseline_seeds < 1:
-        raise StudyError("--minutes must be > 0, --seeds and --baseline-seeds >= 1")
+    if not args.screen and (args.minutes is None or args.minutes <= 0):
+        raise StudyError("--minutes must be given and > 0 (or --screen)")
+    if args.seeds < 1 or args.baseline_seeds < 1:
+        raise StudyError("--seeds and --baseline-seeds must be >= 1")
     args.command = command_line() if argv is None else shlex.join(
         ["python", "benchmarks/trees.py", *argv])
     return args
@@ -107,7 +114,7 @@ def study_settings(args: argparse.Namespace) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the record
 def find_record(runs: Path, results: Path = RESULTS) -> Path | None:
     """The newest record in ``results`` of the study whose runs are in ``runs``."""
-    for path in sorted(results.glob("trees-*.json"), reverse=True):
+    for path in sorted(results.glob("trees-[0-9]*.json"), reverse=True):
         try:
             if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == str(
                     runs.resolve()):
@@ -316,6 +323,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import torch
 
+    if args.screen:
+        return trees_screen.main(args)
+
     torch.set_flush_denormal(True)      # as the CLI does: trained gates produce denormals
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -361,7 +371,7 @@ def cli() -> int:
 
     try:
         main()
-    except (StudyError, TreelmError) as e:
+    except (StudyError, trees_screen.ScreenError, TreelmError) as e:
         print(f"trees.py: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -63,6 +63,8 @@ class TrainConfig:
     max_minutes: float | None = None     # wall-time budget: startup, training, every evaluation,
                                          # the final one included (train/budget.py)
     eval_every_minutes: float | None = None  # extra validations inside an epoch (a curve)
+    eval_every_units: int | None = None  # ... and/or one each time the units seen cross a
+                                         # multiple of this: the same points on any machine
     save_every_minutes: float = 5.0
     save_every_batches: int | None = None
     log_interval: int = 200          # batches between log lines when not on a terminal
@@ -81,7 +83,8 @@ class TrainConfig:
         "momentum": "[0, 1)",
         "clip": ">= 0", "epochs": ">= 1", "nonmono": ">= 1", "lr_schedule": SCHEDULES,
         "lr_decay": "(0, 1]", "patience": ">= 1", "min_lr_frac": "[0, 1]", "max_minutes": "> 0",
-        "eval_every_minutes": "> 0", "save_every_minutes": ">= 0", "save_every_batches": ">= 1",
+        "eval_every_minutes": "> 0", "eval_every_units": ">= 1",
+        "save_every_minutes": ">= 0", "save_every_batches": ">= 1",
         "log_interval": ">= 1", "threads": ">= 1", "device": ("auto", "cpu", "cuda"),
         "progress_seconds": "> 0", "precision": PRECISIONS, "max_units": ">= 1"}
 

@@ -388,8 +388,13 @@ class Trainer(Persistence):
                     progress.postfix(wl, tok_s, s.elapsed)
                     s.win_loss, s.win_units = 0.0, 0
                     win_t0, win_units_timed = now, 0
-                if tc.eval_every_minutes and (s.elapsed - s.last_eval
-                                              >= 60 * tc.eval_every_minutes):
+                by_time = tc.eval_every_minutes and (s.elapsed - s.last_eval
+                                                     >= 60 * tc.eval_every_minutes)
+                # by units: this batch crossed a multiple (no state, so a resume agrees)
+                by_units = tc.eval_every_units and (
+                    s.tokens // tc.eval_every_units > (s.tokens - units) // tc.eval_every_units)
+                # not when the budget ends here: its final validation follows at once
+                if (by_time or by_units) and not self.out_of_time():
                     ev = self._validate()
                     self.event("valid", **ev.scores, **self.tree_f1)
                     self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
