@@ -3,6 +3,7 @@ data is read, and tasks receive the checked values, not the raw dict."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import yaml
 
 import treelm.data.corpus
 from treelm.cli import main
+from treelm.config import apply_overrides, load_config
 from treelm.data.corpus import LMData
 from treelm.errors import ConfigError
 from treelm.tasks import TASKS, read_run_config
@@ -81,3 +83,54 @@ def test_tasks_take_the_parsed_data_section():
     config = read_run_config(cfg)
     assert config.data == LMData.parse(cfg["data"]) and config.raw is cfg
     assert config.data_paths() == [cfg["data"]["file"]]
+
+
+# ----------------------------------------------------------------------------- keys given twice
+@pytest.mark.parametrize(("text", "said"), [
+    ("seed: 1\nseed: 2\n", "key 'seed' given twice, at lines 1 and 2"),
+    ("seed: 1\ntrain:\n  lr: 1\n  clip: 0.5\n  lr: 2\n",
+     "key 'train.lr' given twice, at lines 3 and 5"),
+    ("model:\n  cell_options: {chunk_size: 4, chunk_size: 2}\n",
+     "key 'model.cell_options.chunk_size' given twice, at lines 2 and 2"),
+    ("seed: 1\n'seed': 1\n", "key 'seed' given twice, at lines 1 and 2"),   # quoted or not
+])
+def test_a_config_key_given_twice_is_refused_naming_it_and_both_lines(tmp_path, text, said):
+    f = tmp_path / "twice.yaml"
+    f.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_config(f)
+    assert str(e.value) == f"{f}: {said}; keep one"
+
+
+def test_merge_keys_still_override_and_equal_keys_at_two_levels_are_fine(tmp_path):
+    f = tmp_path / "merge.yaml"
+    f.write_text("model: {dropout: 0.1}\ntrain: {dropout: 0.2}\n", encoding="utf-8")
+    assert load_config(f)["train"]["dropout"] == 0.2
+    f.write_text("data:\n  base: &b {x: 1, y: 2}\n  own:\n    <<: *b\n    x: 3\n")
+    assert load_config(f)["data"]["own"] == {"x": 3, "y": 2}
+
+
+def test_an_override_given_twice_with_two_values_is_refused():
+    with pytest.raises(ConfigError) as e:
+        apply_overrides({}, ["seed=1", "train.lr=2", "seed=2"])
+    assert str(e.value) == ("override seed given twice with different values: seed=1 and "
+                            "seed=2; keep one")
+    assert apply_overrides({}, ["seed=1", "seed=1"]) == {"seed": 1}       # the same: harmless
+    assert apply_overrides({}, ["train.lr=0.5", "train.lr=.5"]) == {"train": {"lr": 0.5}}
+
+
+@pytest.mark.parametrize("case", ["file", "overrides"])
+def test_keys_given_twice_stop_train_with_one_line(tmp_path, capsys, case):
+    os.chdir(ROOT)
+    config, overrides = "configs/tiny-lm.yaml", ["seed=1", "seed=2"]
+    text = (ROOT / config).read_text(encoding="utf-8")
+    if case == "file":        # tiny-lm.yaml has seed: 1 on its line 2; another at its end
+        config, overrides = str(tmp_path / "twice.yaml"), []
+        (tmp_path / "twice.yaml").write_text(text + "seed: 2\n", encoding="utf-8")
+    assert main(["train", "--config", config, "--out", str(tmp_path / "r"), "--quiet",
+                 *overrides]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("treelm: error: ") and "seed" in err[0], err
+    said = f"at lines 2 and {text.count(chr(10)) + 1}" if case == "file" else "seed=1 and seed=2"
+    assert said in err[0], err
+    assert not (tmp_path / "r").exists()

@@ -6,6 +6,9 @@ task), ``model`` (:mod:`treelm.models`) and ``train`` (the loop's
 :class:`treelm.train.config.TrainConfig` plus the task's own options, such as batch sizes).
 Overrides use dotted keys and YAML values: ``train.lr=0.002 model.sizes=[200,200]``;
 ``key=null`` removes a key (e.g. ``data.file=null data.train=a.txt ...``).
+
+A key written twice, in one mapping of a config file or as two overrides with different values,
+is an error (YAML and a plain dict would keep the last one and lose the first without a word).
 """
 
 from __future__ import annotations
@@ -26,6 +29,50 @@ from treelm.errors import ConfigError, TreelmError, read_text
 SECTIONS = ("seed", "task", "data", "model", "train")
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping that gives ``key`` (a dotted path from the top) at two lines (1-based)."""
+
+    def __init__(self, key: str, first: int, second: int) -> None:
+        super().__init__(f"key {key!r} given twice, at lines {first} and {second}")
+        self.key, self.first, self.second = key, first, second
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (:class:`DuplicateKey`).
+
+    It checks the composed node tree before anything is built, where each key still has its line
+    and its place under the top (``train.lr``, not only ``lr``). Merge keys (``<<: *base``) are
+    YAML's way to override on purpose: their keys are not compared with the mapping's own.
+    """
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            _refuse_duplicates(node, "", set())
+        return node
+
+
+def _refuse_duplicates(node: yaml.Node, where: str, seen: set[int]) -> None:
+    if id(node) in seen:      # an alias: the anchored node was checked where it was written
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            if key.tag == "tag:yaml.org,2002:merge":
+                continue
+            name = f"{where}.{key.value}" if where else str(key.value)
+            if isinstance(key, yaml.ScalarNode):    # (a list or mapping as a key: not ours)
+                line = key.start_mark.line + 1
+                if (key.tag, key.value) in lines:
+                    raise DuplicateKey(name, lines[key.tag, key.value], line)
+                lines[key.tag, key.value] = line
+            _refuse_duplicates(value, name, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_duplicates(item, f"{where}[{i}]", seen)
+
+
 def load_config(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.exists():
@@ -35,7 +82,9 @@ def load_config(path: str | Path) -> dict[str, Any]:
     except TreelmError as e:
         raise ConfigError(str(e)) from None
     try:
-        cfg = yaml.safe_load(text)
+        cfg = yaml.load(text, Loader=UniqueKeyLoader)
+    except DuplicateKey as e:
+        raise ConfigError(f"{p}: {e}; keep one") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(cfg, dict):
@@ -47,7 +96,11 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``cfg`` with the ``key=value`` overrides applied in order. A key given twice with two
+    values is refused (naming both): which one was meant is not ours to guess. The same value
+    twice is harmless, as from a command line built up by a script."""
     cfg = copy.deepcopy(cfg)
+    given: dict[str, tuple[str, Any]] = {}
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not of the form key=value (e.g. train.lr=3)")
@@ -59,6 +112,10 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             value = raw
+        if key in given and given[key][1] != value:
+            raise ConfigError(f"override {key} given twice with different values: "
+                              f"{key}={given[key][0]} and {item}; keep one")
+        given[key] = (raw, value)
         node = cfg
         for p in parts[:-1]:
             node = node.setdefault(p, {})
