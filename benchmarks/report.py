@@ -261,6 +261,19 @@ def syntax_results(results: Path = RESULTS) -> None:
     page.main(results)
 
 
+def screen_results(results: Path = RESULTS) -> None:
+    """``docs/trees-screen.md`` from the newest ``trees-screen`` record (``benchmarks/trees.py
+    --screen``), rendered by ``benchmarks/screen_results.py``; left as it is while there is
+    none."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    import screen_results as page
+
+    page.main(results)
+
+
 if __name__ == "__main__":
     main()
     syntax_results()
+    screen_results()

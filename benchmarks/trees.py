@@ -153,6 +153,7 @@ def train_command(args: argparse.Namespace, run: Path, gate: str, seed: int) -> 
         overrides.append(f"train.eval_every_minutes={args.eval_every}")
     if args.precision is not None:
         overrides.append(f"train.precision={args.precision}")
+    overrides = trees_screen.merged(overrides)      # the user's keys replace the study's
     config = Path(args.config) if Path(args.config).exists() else ROOT / args.config
     return [*base, "--config", str(config), "--out", str(run), "--force", *overrides]
 

@@ -128,9 +128,16 @@ def train_command(args: argparse.Namespace, run: Path, recipe: str, seed: int) -
         overrides.append(f"train.threads={args.threads}")
     if args.precision is not None:
         overrides.append(f"train.precision={args.precision}")
-    overrides += args.overrides
+    overrides = merged([*overrides, *args.overrides])
     config = Path(args.config) if Path(args.config).exists() else ROOT / args.config
     return [*base, "--config", str(config), "--out", str(run), "--force", *overrides]
+
+
+def merged(overrides: Sequence[str]) -> list[str]:
+    """``key=value`` overrides, a later one replacing an earlier one of the same key (the
+    command line refuses a key given twice): the user's replace the recipe's."""
+    by_key = {o.split("=", 1)[0]: o for o in overrides}
+    return list(by_key.values())
 
 
 def run_command(cmd: list[str]) -> int:

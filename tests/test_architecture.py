@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "decode": {"text", "progress", "threads"},
     "tasks": {"cells", "nn", "models", "data", "decode", "text", "rundir", "config", "errors",
               "progress", "threads"},
-    "run": {"tasks", "models", "rundir", "text", "kernels", "config", "errors"},
+    "run": {"verb", "tasks", "models", "rundir", "text", "kernels", "config", "errors"},
     "train": {"verb", "run", "tasks", "models", "rundir", "data", "text", "kernels", "syntax",
               "config", "errors", "progress"},
     "syntax": {"cells", "data", "text", "errors", "progress", "threads"},
@@ -43,7 +43,7 @@ ALLOWED: dict[str, set[str]] = {
     "suite": {"verb", "api", "run", "text", "errors"},
     "serve": {"verb", "api", "syntax", "errors"},
     "cli": {"train", "generate", "tag", "translate", "parsing", "analysis", "suite", "serve",
-            "errors"},
+            "verb", "errors"},
 }
 
 

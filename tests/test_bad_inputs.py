@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -143,21 +144,21 @@ CASES: list[tuple[Any, ...]] = [
     # ---------------------------------------------------------------- eval
     ("eval-not-run", ["eval", "{tmp}"], "not a treelm run directory"),
     ("eval-missing", ["eval", "{tmp}/nothing"], "no such run directory"),
-    ("eval-batch", ["eval", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
-    ("eval-threads", ["eval", "{run}", "--threads", "0"], "--threads must be >= 1"),
+    ("eval-batch", ["eval", "{run}", "--batch-size", "0"], "--batch-size: must be an integer >= 1"),
+    ("eval-threads", ["eval", "{run}", "--threads", "0"], "--threads: must be an integer >= 1"),
     # ---------------------------------------------------------------- generate, probe
     ("gen-temperature-nan", ["generate", "{run}", "--temperature", "nan"], "--temperature"),
     ("gen-temperature-neg", ["generate", "{run}", "--temperature", "-1"], "--temperature"),
-    ("gen-length", ["generate", "{run}", "--length", "-1"], "--length must be >= 0"),
-    ("gen-top-p", ["generate", "{run}", "--top-p", "2"], "--top-p must be in (0, 1]"),
-    ("gen-top-k", ["generate", "{run}", "--top-k", "0"], "--top-k must be >= 1"),
-    ("gen-beam", ["generate", "{run}", "--beam", "0"], "--beam must be >= 1"),
+    ("gen-length", ["generate", "{run}", "--length", "-1"], "--length: must be an integer >= 0"),
+    ("gen-top-p", ["generate", "{run}", "--top-p", "2"], "--top-p: must be a number in (0, 1]"),
+    ("gen-top-k", ["generate", "{run}", "--top-k", "0"], "--top-k: must be an integer >= 1"),
+    ("gen-beam", ["generate", "{run}", "--beam", "0"], "--beam: must be an integer >= 1"),
     ("gen-beam-sample", ["generate", "{run}", "--beam", "2", "--temperature", "1"],
      "--beam searches deterministically"),
     ("gen-unknown", ["generate", "{run}", "--prompt", "the zyzzyvas", "--unk", "error"],
      "--prompt: 'zyzzyvas' not in the run's vocabulary"),
     ("gen-not-run", ["generate", "{tmp}"], "not a treelm run directory"),
-    ("probe-top", ["probe", "{run}", "--prompt", "the", "--top-k", "0"], "--top-k must be >= 1"),
+    ("probe-top", ["probe", "{run}", "--prompt", "the", "--top-k", "0"], "--top-k: must be an"),
     ("probe-unknown", ["probe", "{run}", "--prompt", "the", "--prompt", "zyzzyvas", "--unk",
                        "error"], "--prompt 2: 'zyzzyvas' not in the run's vocabulary"),
     # ---------------------------------------------------------------- syntax verbs
@@ -186,13 +187,13 @@ CASES: list[tuple[Any, ...]] = [
     ("tag-empty-line", ["tag", "{run}", "--input", "{tmp}/empty.txt"],
      "no input: {tmp}/empty.txt is empty"),
     ("tag-batch", ["tag", "{run}", "--input", "{tmp}/short.txt", "--batch-size", "0"],
-     "--batch-size must be >= 1"),
+     "--batch-size: must be an integer >= 1"),
     # ---------------------------------------------------------------- suite
     ("suite-not-run", ["suite", "agreement", "{tmp}"], "not a treelm run directory"),
     ("suite-batch", ["suite", "agreement", "{run}", "--batch-size", "0"],
-     "--batch-size must be >= 1"),
+     "--batch-size: must be an integer >= 1"),
     ("suite-max", ["suite", "agreement", "{run}", "--max-per-construction", "0"],
-     "--max-per-construction must be >= 1"),
+     "--max-per-construction: must be an integer >= 1"),
     ("suite-pairs-missing", ["suite", "agreement", "{run}", "--pairs", "{tmp}/none.tsv"],
      "none.tsv: no such file"),
     ("suite-pairs-columns", ["suite", "agreement", "{run}", "--pairs", "{tmp}/short.txt"],
@@ -209,10 +210,10 @@ CASES: list[tuple[Any, ...]] = [
      "none.txt: no such file"),
     ("translate-binary", ["translate", "{run}", "--input", "{tmp}/binary.txt"],
      "binary.txt:2: not UTF-8"),
-    ("translate-beam", ["translate", "{run}", "--beam", "0"], "--beam must be >= 1"),
-    ("translate-batch", ["translate", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
+    ("translate-beam", ["translate", "{run}", "--beam", "0"], "--beam: must be an integer >= 1"),
+    ("translate-batch", ["translate", "{run}", "--batch-size", "0"], "--batch-size: must be an"),
     ("translate-alpha", ["translate", "{run}", "--length-penalty", "nan"],
-     "--length-penalty must be"),
+     "--length-penalty: must be a finite number >= 0, got nan"),
     ("translate-plot", ["translate", "{run}", "--input", "{tmp}/short.txt", "-o",
                         "{tmp}/a.txt"], "must end in .png"),
     # ---------------------------------------------------------------- serve
@@ -330,18 +331,25 @@ CASES: list[tuple[Any, ...]] = [
      "--length-penalty: a tagging run"),
     ("eval-beam-alpha-logic", ["eval", "{logic}", "--beam", "2", "--length-penalty", "1"],
      "--beam and --length-penalty: a logic run"),
-    ("eval-beam-zero", ["eval", "{tr}", "--beam", "0"], "--beam must be >= 1"),
+    ("eval-beam-zero", ["eval", "{tr}", "--beam", "0"], "--beam: must be an integer >= 1"),
     ("eval-alpha-nan", ["eval", "{tr}", "--length-penalty", "nan"],
-     "--length-penalty must be a finite number"),
+     "--length-penalty: must be a finite number"),
     ("eval-alpha-negative", ["eval", "{tr}", "--length-penalty", "-1"],
-     "--length-penalty must be"),
+     "--length-penalty: must be"),
     # ---------------------------------------------------------------- gradflow
     ("gradflow-none", ["gradflow"], "needs either --runs"),
     ("gradflow-cell", ["gradflow", "--cells", "bogus"], "unknown cell 'bogus'"),
     ("gradflow-png-dir", ["gradflow", "--cells", "elman", "-o", "{tmp}"], "is a directory"),
     ("gradflow-csv", ["gradflow", "--cells", "elman", "--csv", "{tmp}/g.txt"], "end in .csv"),
     ("gradflow-tensor", ["gradflow", "--cells", "tensor", "--hidden", "2000"], "M·H²"),
-    ("gradflow-length", ["gradflow", "--cells", "elman", "--length", "0"], "must be >= 1"),
+    ("gradflow-length", ["gradflow", "--cells", "elman", "--length", "0"],
+     "--length: must be an integer >= 1"),
+    ("gradflow-seed", ["gradflow", "--cells", "elman", "--seed", str(2**64)],
+     "--seed: must be an integer from 0 to 2**64 - 1"),          # was torch's OverflowError
+    ("gen-seed", ["generate", "{run}", "--seed", "-1"], "--seed: must be an integer from 0"),
+    # flags anywhere (issue 38): before the run, between the run and the sentence
+    ("parse-layer-between", ["parse", "{run}", "--layer", "9", "the cat"], "--layer 9"),
+    ("parse-unk-first", ["parse", "--unk", "error", "{run}", "the qqqzzz"], "'qqqzzz' not in"),
 ]
 
 
@@ -414,11 +422,14 @@ def test_bad_input_is_one_line_exit_2(case, tiny_run, tmp_path, root, capsys, mo
 
     argv, expected = [fill(a) for a in argv], fill(expected)
     capsys.readouterr()
-    rc = main(argv)
+    try:
+        rc = main(argv)
+    except SystemExit as e:     # a usage error, said by the verb's parser: "treelm VERB: error:"
+        rc = e.code
     err = capsys.readouterr().err
     assert rc == 2, f"{name}: exit {rc}, stderr {err!r}"
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("treelm: error: "), err
+    assert len(lines) == 1 and re.match(r"treelm( [\w-]+)*: error: ", lines[0]), err
     assert "Traceback" not in err
     assert expected in lines[0], lines[0]
     assert not out.exists(), f"{name}: left {out} behind"

@@ -190,3 +190,22 @@ def test_eval_every_units_validates_on_multiples(tmp_path):
     assert [v["tokens"] // 250 for v in periodic] == [1, 2, 3]
     # the batch that crosses 1000 ends the budget: one final validation, not two
     assert valids[-1].get("budget_end") and sum(v["tokens"] >= 1000 for v in valids) == 1
+
+
+def test_page_from_the_tiny_record(screen, tmp_path):
+    page = _load("screen_results")
+    rec = screen.record()
+    doc = tmp_path / "docs" / "trees-screen.md"
+    text = page.render(screen.out, rec, doc)
+    assert doc.read_text(encoding="utf-8") == text
+    assert (doc.parent / "img" / page.IMAGE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    s = rec["summary"]
+    rows = [ln for ln in text.splitlines() if ln.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == s["ranking_official"]
+    for row in rows:
+        e = s["recipes"][row.split("`")[1]]
+        assert f"L{e['official']['layer']}: {page.pm(e['official']['dev'])}" in row
+    assert f"**Chosen: `{s['chosen']}`**" in text
+    # a screen with no recipe complete chooses nothing, and says so
+    rec["summary"]["chosen"] = None
+    assert "No recipe chosen yet" in page.render(screen.out, rec, doc)

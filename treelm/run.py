@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treelm.errors import CheckpointError
+from treelm.verb import Number
 
 if TYPE_CHECKING:  # the verbs import this module to declare options: keep torch out of --help
     from torch import nn
@@ -88,7 +89,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """``--checkpoint`` and ``--threads``, which every verb that opens a run takes."""
     p.add_argument("--checkpoint", choices=["best", "last"], default="best",
                    help="which weights of the run (default best)")
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=Number(int, at_least=1),
+                   help="torch threads (default: torch's choice)")
     p.add_argument("--precision", choices=["run", "fp32", "bf16", "auto"], default="run",
                    help="numeric precision: the run's own (default: what it trained in), fp32, "
                    "bf16 mixed precision, or auto (bf16 where this machine multiplies it "
@@ -102,8 +104,6 @@ def open_run(args: argparse.Namespace, expect: str | tuple[str, ...] | None = No
     entered on ``args.scope``, the verb's ``ExitStack`` that :func:`treelm.cli.main` closes."""
     import torch
 
-    if getattr(args, "threads", None) is not None and args.threads < 1:
-        raise CheckpointError(f"--threads must be >= 1, got {args.threads}")
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     run = load_run(getattr(args, attr), args.checkpoint, expect)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
 import textwrap
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -70,6 +71,53 @@ class TreelmParser(argparse.ArgumentParser):
         # argparse prints the usage block and then the error (two lines or more); treelm's errors
         # are one line each, so the pointer to the usage goes on the same line
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class Number:
+    """The ``type=`` of a numeric flag, with its range: ``Number(int, at_least=1)``,
+    ``Number(float, above=0, at_most=1)``. The value is checked as the flag is parsed, so a bad
+    one is a one-line usage error naming the flag (``argument --beam: must be an integer >= 1,
+    got 0``) before any run is opened or any work done; a float must also be finite (``nan``,
+    ``inf`` and ``1e999`` are refused). Text that is not a number gets argparse's own ``invalid
+    int value: 'x'``. The bounds are public: the generated bad-input test tries values just
+    outside them, for every flag that has one.
+    """
+
+    def __init__(self, kind: type[int] | type[float], *, at_least: float | None = None,
+                 above: float | None = None, at_most: float | None = None,
+                 says: str | None = None) -> None:
+        self.kind, self.at_least, self.above, self.at_most = kind, at_least, above, at_most
+        self.__name__ = kind.__name__       # argparse's "invalid <name> value: 'x'"
+        self.says = says or self._rule()
+
+    def _rule(self) -> str:
+        what = "an integer" if self.kind is int else "a finite number"
+        low = self.at_least if self.at_least is not None else self.above
+        if low is not None and self.at_most is not None:     # (finite, being in it)
+            what = "an integer" if self.kind is int else "a number"
+            return f"{what} in {'[' if self.above is None else '('}{low}, {self.at_most}]"
+        if low is not None:
+            return f"{what} {'>=' if self.above is None else '>'} {low}"
+        return f"{what} <= {self.at_most}" if self.at_most is not None else what
+
+    def holds(self, value: float) -> bool:
+        return ((self.kind is int or math.isfinite(value))   # (a huge int is no float)
+                and (self.at_least is None or value >= self.at_least)
+                and (self.above is None or value > self.above)
+                and (self.at_most is None or value <= self.at_most))
+
+    def __call__(self, text: str) -> int | float:
+        value = self.kind(text)      # ValueError: argparse says "invalid int value: 'x'"
+        if not self.holds(value):
+            raise argparse.ArgumentTypeError(f"must be {self.says}, got {text}")
+        return value
+
+    def __repr__(self) -> str:
+        return f"Number({self.__name__}: {self.says})"
+
+
+# torch's generators take seeds below 2**64 (a larger one is an OverflowError deep inside)
+SEED = Number(int, at_least=0, at_most=2**64 - 1, says="an integer from 0 to 2**64 - 1")
 
 
 def add_verb(sub: Any, name: str, func: Callable[[argparse.Namespace], int],

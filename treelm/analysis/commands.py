@@ -7,7 +7,7 @@ from typing import Any
 
 from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.run import add_run_options
-from treelm.verb import add_verb
+from treelm.verb import SEED, Number, add_verb
 
 GRADFLOW_EPILOG = """examples:
   treelm gradflow --cells elman lstm gru --hidden 64 --length 50        # the table only
@@ -33,8 +33,6 @@ def cmd_gradflow(args: argparse.Namespace) -> int:
 
     if bool(args.runs) == bool(args.cells):
         raise TreelmError("gradflow needs either --runs RUN_DIR ... or --cells CELL ...")
-    if args.length < 1 or args.batch_size < 1 or args.hidden < 1:
-        raise TreelmError("--length, --batch-size and --hidden must be >= 1")
     if args.output:
         check_output(args.output, IMAGE_SUFFIXES, "plot")
     if args.csv:
@@ -70,12 +68,16 @@ def add_gradflow(sub: Any) -> argparse.ArgumentParser:
     src.add_argument("--runs", nargs="+", metavar="RUN_DIR", help="trained run directories")
     src.add_argument("--cells", nargs="+", metavar="CELL",
                      help="fresh cells: elman lstm gru onlstm mrnn tensor jordan")
-    g.add_argument("--hidden", type=int, default=128, help="fresh cells: hidden size (128)")
-    g.add_argument("--vocab", type=int, default=50,
+    g.add_argument("--hidden", type=Number(int, at_least=1), default=128,
+                   help="fresh cells: hidden size (128)")
+    # one symbol leaves nothing to predict: its loss, and every gradient, would be 0
+    g.add_argument("--vocab", type=Number(int, at_least=2), default=50,
                    help="fresh cells with random data: alphabet size (50, as PTB chars)")
-    g.add_argument("--length", type=int, default=100, help="sequence length T (100)")
-    g.add_argument("--batch-size", type=int, default=32, help="batch size B (32)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the weights and random data")
+    g.add_argument("--length", type=Number(int, at_least=1), default=100,
+                   help="sequence length T (100)")
+    g.add_argument("--batch-size", type=Number(int, at_least=1), default=32,
+                   help="batch size B (32)")
+    g.add_argument("--seed", type=SEED, default=0, help="seed of the weights and random data")
     g.add_argument("--data", choices=["random", "ptb-char"], default="random",
                    help="uniformly random symbols (default) or the start of the PTB "
                    "character training text")

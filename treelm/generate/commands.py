@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -21,7 +20,7 @@ from treelm.errors import TreelmError
 from treelm.run import add_run_options
 from treelm.text import Tokenizer
 from treelm.text.inputs import UnknownSymbols, add_unk_option
-from treelm.verb import add_verb
+from treelm.verb import SEED, Number, add_verb
 
 if TYPE_CHECKING:   # torch and the run load only when a command runs
     from treelm.api.model import TreelmModel
@@ -79,20 +78,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from treelm.api.model import TreelmModel
     from treelm.run import open_run
 
-    if args.length < 0:
-        raise TreelmError(f"--length must be >= 0, got {args.length}")
-    if args.temperature is not None and not 0 <= args.temperature < math.inf:
-        raise TreelmError(f"--temperature must be a finite number >= 0, got {args.temperature}")
-    if args.top_k is not None and args.top_k < 1:
-        raise TreelmError(f"--top-k must be >= 1, got {args.top_k}")
-    if args.top_p is not None and not 0 < args.top_p <= 1:  # also refuses nan
-        raise TreelmError(f"--top-p must be in (0, 1], got {args.top_p}")
-    if args.beam is not None:
-        if args.beam < 1:
-            raise TreelmError(f"--beam must be >= 1, got {args.beam}")
-        if args.temperature is not None or args.top_k is not None or args.top_p is not None:
-            raise TreelmError("--beam searches deterministically; drop --temperature, --top-k "
-                              "and --top-p")
+    if args.beam is not None and (args.temperature is not None or args.top_k is not None
+                                  or args.top_p is not None):
+        raise TreelmError("--beam searches deterministically; drop --temperature, --top-k and "
+                          "--top-p")
     model = TreelmModel(open_run(args, expect="lm"))
     policy = UnknownSymbols(args.unk)
     text = model.generate_stream(
@@ -116,14 +105,20 @@ def add_generate(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("run_dir")
     g.add_argument("--prompt", default="", help="text to start from (default: empty = a new "
                    "line)")
-    g.add_argument("--length", type=int, default=200, help="symbols to generate (default 200)")
-    g.add_argument("--temperature", type=float, help="softmax temperature (default 1; 0 = greedy)")
-    g.add_argument("--top-k", type=int, help="sample among the K most likely symbols")
-    g.add_argument("--top-p", type=float, help="sample from the smallest set of symbols whose "
-                   "probability reaches P (nucleus sampling)")
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    g.add_argument("--beam", type=int, help="beam search with B beams instead of sampling")
-    g.add_argument("--length-penalty", type=float, default=0.0, metavar="ALPHA",
+    g.add_argument("--length", type=Number(int, at_least=0), default=200,
+                   help="symbols to generate (default 200)")
+    g.add_argument("--temperature", type=Number(float, at_least=0),
+                   help="softmax temperature (default 1; 0 = greedy)")
+    g.add_argument("--top-k", type=Number(int, at_least=1),
+                   help="sample among the K most likely symbols")
+    g.add_argument("--top-p", type=Number(float, above=0, at_most=1),
+                   help="sample from the smallest set of symbols whose probability reaches P "
+                   "(nucleus sampling)")
+    g.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    g.add_argument("--beam", type=Number(int, at_least=1),
+                   help="beam search with B beams instead of sampling")
+    g.add_argument("--length-penalty", type=Number(float, at_least=0), default=0.0,
+                   metavar="ALPHA",
                    help="beam search: rank by log p / ((5+n)/6)^ALPHA (default 0: plain log p)")
     add_unk_option(g, "prompt symbol")
     add_run_options(g)
@@ -167,8 +162,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
     language model (the prefix is read as the start of a line). Sutskever, Martens & Hinton (2011)
     show a character MRNN predicting 'n' after 'fixi'.
     """
-    if args.top_k < 1:
-        raise TreelmError(f"--top-k must be >= 1, got {args.top_k}")
     from treelm.api.model import TreelmModel
     from treelm.run import open_run
 
@@ -189,7 +182,7 @@ def add_probe(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--prompt", action="append", required=True, metavar="TEXT",
                    help="a prefix to continue (repeat for several)")
-    p.add_argument("--top-k", type=int, default=5, metavar="K",
+    p.add_argument("--top-k", type=Number(int, at_least=1), default=5, metavar="K",
                    help="symbols per prompt (default 5)")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table (default) or one JSON object")

@@ -38,7 +38,7 @@ from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.syntax.parse import input_lines
 from treelm.syntax.report import TABLE_LABELS
 from treelm.text.inputs import add_unk_option
-from treelm.verb import add_verb
+from treelm.verb import Number, add_verb
 
 STYLES = ("official", "split")
 FORMATS = ("brackets", "json", "ascii")
@@ -109,11 +109,6 @@ def parse_layer(text: str | None, layers: Sequence[int], allow_all: bool = True)
     return [k]
 
 
-def _check_positive(name: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise TreelmError(f"{name} must be >= 1, got {value}")
-
-
 def _add_model_options(p: argparse.ArgumentParser, batch: bool = True) -> None:
     from treelm.run import add_run_options
 
@@ -124,7 +119,7 @@ def _add_model_options(p: argparse.ArgumentParser, batch: bool = True) -> None:
                    "constituent, ON-LSTM test_phrase_grammar.py) or split (span split before "
                    "the highest-level word)")
     if batch:
-        p.add_argument("--batch-size", type=int, default=256,
+        p.add_argument("--batch-size", type=Number(int, at_least=1), default=256,
                        help="sentences per forward pass (default 256)")
 
 
@@ -165,7 +160,6 @@ def cmd_parse(args: argparse.Namespace) -> int:
     from treelm.syntax.report import format_parse
     from treelm.text.inputs import UnknownSymbols, source_name
 
-    _check_positive("--batch-size", args.batch_size)
     lines = input_lines(args.sentence, args.input)        # a missing file fails before the run
     model = TreelmModel(open_run(args, expect=("lm", "translation")))
     layers = parse_layer(args.layer, model.layers_of(args.direction))
@@ -228,10 +222,6 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     """
     from treelm.syntax.report import format_table, parsing_report
 
-    _check_positive("--batch-size", args.batch_size)
-    _check_positive("--seeds", args.seeds)
-    if args.max_len is not None and args.max_len < 1:
-        raise TreelmError(f"--max-len must be >= 1, got {args.max_len}")
     if args.run_dir is None and not args.baseline:
         raise TreelmError("eval-parse needs RUN_DIR, or --baseline to score baselines alone")
     if args.run_dir is None and args.layer is not None:
@@ -267,7 +257,7 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
                    "downloaded), 'nltk-dev' or 'nltk-test' (its files wsj_0001-0099, to choose "
                    "a layer on, or wsj_0100-0199, to report on), or a .mrg file, directory of "
                    ".mrg files or glob")
-    p.add_argument("--max-len", type=int,
+    p.add_argument("--max-len", type=Number(int, at_least=1),
                    help="keep sentences of at most this many words after preprocessing "
                    "(default: all)")
     p.add_argument("--layer", metavar="K|all", help="layer(s) to score (default all)")
@@ -276,7 +266,7 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
                    "right-branching, balanced, random trees, and control: random levels "
                    "through the --style rule, what the rule gives by itself")
     p.add_argument("--no-baselines", action="store_true", help="score the model only")
-    p.add_argument("--seeds", type=int, default=5,
+    p.add_argument("--seeds", type=Number(int, at_least=1), default=5,
                    help="random-tree runs, seeds 0..N-1 (default 5): mean±std")
     p.add_argument("--labels", default=DEFAULT_LABELS,
                    help=f"label recall columns of the table (default {DEFAULT_LABELS}); "

@@ -17,7 +17,7 @@ from typing import Any
 from treelm.errors import TreelmError, check_output
 from treelm.run import add_run_options
 from treelm.text.inputs import add_unk_option
-from treelm.verb import add_verb
+from treelm.verb import SEED, Number, add_verb
 
 SUITE_EPILOG = """examples:
   treelm suite agreement runs/onlstm runs/lstm
@@ -36,14 +36,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     """
     from treelm.suite.report import agreement_report, format_table
 
-    if args.batch_size < 1:
-        raise TreelmError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.max_per_construction is not None and args.max_per_construction < 1:
-        raise TreelmError(f"--max-per-construction must be >= 1, got {args.max_per_construction}")
     if args.pairs and (args.seed is not None or args.max_per_construction is not None):
         raise TreelmError("--pairs scores the file's pairs; drop --seed and --max-per-construction")
-    if args.threads is not None and args.threads < 1:
-        raise TreelmError(f"--threads must be >= 1, got {args.threads}")
     if args.output is not None:
         check_output(args.output, (".json",), "JSON report")
     if args.threads:
@@ -79,11 +73,11 @@ def add_suite(sub: Any) -> argparse.ArgumentParser:
     a.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="language-model runs")
     a.add_argument("--pairs", metavar="FILE", help="score these pairs instead: one a line, "
                    "construction<TAB>grammatical<TAB>ungrammatical (optional header line)")
-    a.add_argument("--seed", type=int, help="which lexical combinations are drawn (default 0)")
-    a.add_argument("--max-per-construction", type=int, metavar="N",
+    a.add_argument("--seed", type=SEED, help="which lexical combinations are drawn (default 0)")
+    a.add_argument("--max-per-construction", type=Number(int, at_least=1), metavar="N",
                    help="pairs per construction (default: as many as the original suite)")
-    a.add_argument("--batch-size", type=int, default=128, help="sentences per forward pass "
-                   "(default 128)")
+    a.add_argument("--batch-size", type=Number(int, at_least=1), default=128,
+                   help="sentences per forward pass (default 128)")
     a.add_argument("--format", choices=("table", "json"), default="table",
                    help="print the table (default) or the report as JSON (the table then goes "
                    "to stderr)")

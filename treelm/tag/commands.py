@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from treelm.errors import TreelmError
 from treelm.run import add_run_options
 from treelm.text.inputs import add_unk_option
-from treelm.verb import add_verb
+from treelm.verb import Number, add_verb
 
 TAG_EPILOG = """examples:
   echo "show me flights from boston to denver tomorrow" | treelm tag runs/atis-elman
@@ -29,8 +28,6 @@ def cmd_tag(args: argparse.Namespace) -> int:
     from treelm.tag.slots import as_json, as_text
     from treelm.text.inputs import UnknownSymbols, input_lines, source_name
 
-    if args.batch_size is not None and args.batch_size < 1:
-        raise TreelmError(f"--batch-size must be >= 1, got {args.batch_size}")
     lines = list(input_lines(args.input))
     model = TreelmModel(open_run(args, expect="tagging"))
     policy = UnknownSymbols(args.unk)
@@ -49,7 +46,8 @@ def add_tag(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text",
                    help="text (default): the utterance with its slots in brackets, "
                    "[intent] first; json: one object per line (words, tags, slots, intent)")
-    p.add_argument("--batch-size", type=int, help="utterances per batch (default: the config's)")
+    p.add_argument("--batch-size", type=Number(int, at_least=1),
+                   help="utterances per batch (default: the config's)")
     add_unk_option(p, "word")
     add_run_options(p)
     return p

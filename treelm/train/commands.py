@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from treelm.errors import TreelmError
-from treelm.verb import add_verb
+from treelm.verb import Number, add_verb
 
 TRAIN_EPILOG = """examples:
   treelm train --config configs/tiny-lm.yaml --out runs/tiny
@@ -35,6 +35,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.config:
             raise TreelmError("--resume takes the config from the run directory; drop --config")
         run = Path(args.resume)
+        if not run.is_dir():      # (its config.yaml would be what is said to be missing)
+            raise TreelmError(f"{run}: no such run directory")
         cfg = apply_overrides(saved_config(load_config(RunFiles(run).config)), args.overrides)
         summary = resume(run, cfg, quiet=args.quiet, started=args.started)
     else:
@@ -52,8 +54,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def add_train(sub: Any) -> argparse.ArgumentParser:
     t = add_verb(sub, "train", cmd_train, epilog=TRAIN_EPILOG)
-    t.add_argument("--config", help="YAML config (see configs/)")
-    t.add_argument("--out", help="run directory to create")
+    t.add_argument("--config", metavar="FILE", help="YAML config (see configs/)")
+    t.add_argument("--out", metavar="RUN_DIR", help="run directory to create")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint")
     t.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
     t.add_argument("--quiet", action="store_true", help="no progress output (warnings, notes "
@@ -82,19 +84,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     relation<TAB>formula<TAB>formula file or his directory of test<n> files (logic); a file stem
     STEM with STEM.<src> and STEM.<tgt>, plain or .gz (translation).
     """
-    import math
-
     from treelm.run import open_run
 
-    if args.batch_size is not None and args.batch_size < 1:
-        raise TreelmError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.data is not None and args.split is not None:
         raise TreelmError("--data scores a file instead of a split; drop --split")
-    if args.beam is not None and args.beam < 1:
-        raise TreelmError(f"--beam must be >= 1, got {args.beam}")
-    lp = args.length_penalty
-    if lp is not None and not (math.isfinite(lp) and lp >= 0):
-        raise TreelmError(f"--length-penalty must be a finite number >= 0, got {lp}")
     search = {k: v for k in ("beam", "length_penalty") if (v := getattr(args, k)) is not None}
     r = open_run(args)
     unsupported = [f"--{k.replace('_', '-')}" for k in search if k not in r.task.EVAL_OPTIONS]
@@ -125,11 +118,13 @@ def add_eval(sub: Any) -> argparse.ArgumentParser:
                    help="a split of the run's config (default valid)")
     e.add_argument("--data", metavar="PATH", help="score this data instead of a split, in the "
                    "task's own format (see above)")
-    e.add_argument("--batch-size", type=int, help="default: the config's eval/test batch size "
+    e.add_argument("--batch-size", type=Number(int, at_least=1),
+                   help="default: the config's eval/test batch size "
                    "(translation: sentences per decoding batch)")
-    e.add_argument("--beam", type=int, help="translation: beam size, 1 = greedy (default: the "
-                   "config's eval_beam)")
-    e.add_argument("--length-penalty", type=float, metavar="α", help="translation: beam search "
-                   "length penalty α (default: the config's train.length_penalty)")
+    e.add_argument("--beam", type=Number(int, at_least=1), help="translation: beam size, 1 = "
+                   "greedy (default: the config's eval_beam)")
+    e.add_argument("--length-penalty", type=Number(float, at_least=0), metavar="α",
+                   help="translation: beam search length penalty α (default: the config's "
+                   "train.length_penalty)")
     add_run_options(e)
     return e

@@ -9,7 +9,7 @@ from typing import Any
 from treelm.errors import IMAGE_SUFFIXES, check_output
 from treelm.run import add_run_options
 from treelm.text.inputs import add_unk_option
-from treelm.verb import add_verb
+from treelm.verb import Number, add_verb
 
 TRANSLATE_EPILOG = """examples:
   echo "Ein Mann fährt Fahrrad." | treelm translate runs/multi30k-rnn-attn
@@ -28,9 +28,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from treelm.api.model import TreelmModel
     from treelm.run import open_run
     from treelm.text.inputs import input_lines, source_name
-    from treelm.translate.stream import check_options, translate_stream
+    from treelm.translate.stream import translate_stream
 
-    check_options(args.beam, args.batch_size, args.length_penalty)
     if args.output:
         check_output(args.output, IMAGE_SUFFIXES, "attention plot")
     lines = input_lines(args.input)          # a file whole; stdin as it comes
@@ -44,10 +43,13 @@ def add_translate(sub: Any) -> argparse.ArgumentParser:
     p = add_verb(sub, "translate", cmd_translate, epilog=TRANSLATE_EPILOG)
     p.add_argument("run_dir")
     p.add_argument("--input", metavar="FILE", help="sentences, one a line (default: stdin)")
-    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
-    p.add_argument("--length-penalty", type=float, metavar="α", help="beam search length "
-                   "penalty α (default: the config's train.length_penalty)")
-    p.add_argument("--batch-size", type=int, help="sentences per batch (default: the config's)")
+    p.add_argument("--beam", type=Number(int, at_least=1), default=5,
+                   help="beam size; 1 = greedy (default 5)")
+    p.add_argument("--length-penalty", type=Number(float, at_least=0), metavar="α",
+                   help="beam search length penalty α (default: the config's "
+                   "train.length_penalty)")
+    p.add_argument("--batch-size", type=Number(int, at_least=1),
+                   help="sentences per batch (default: the config's)")
     p.add_argument("-o", "--output", metavar="FILE.png",
                    help="draw the first sentence's attention there (one panel per decoder "
                    "layer); the translations go to stdout")

@@ -13,27 +13,15 @@ a bar on a terminal, a line every 30 s otherwise), except for a typed session.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from treelm.errors import TreelmError
 from treelm.progress import Ticker
 from treelm.text.inputs import UnknownSymbols
 
 if TYPE_CHECKING:  # torch and the run load only when a command runs
     from treelm.api.model import TreelmModel
-
-
-def check_options(beam: int, batch_size: int | None, length_penalty: float | None) -> None:
-    if beam < 1:
-        raise TreelmError(f"--beam must be >= 1, got {beam}")
-    if batch_size is not None and batch_size < 1:
-        raise TreelmError(f"--batch-size must be >= 1, got {batch_size}")
-    lp = length_penalty
-    if lp is not None and not (math.isfinite(lp) and lp >= 0):
-        raise TreelmError(f"--length-penalty must be a finite number >= 0, got {lp}")
 
 
 def translate_stream(model: TreelmModel, lines: Iterable[str], beam: int,
