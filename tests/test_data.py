@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from treelm.data.batching import BPTTSchedule, batchify, get_batch
+from treelm.data.batching import BPTTSchedule, batchify, check_columns, get_batch
 from treelm.data.corpus import CorpusError, load_corpus
-from treelm.errors import ConfigError
+from treelm.errors import ConfigError, TreelmError
 from treelm.text import EOS, UNK, UnknownSymbolError, Vocab
 
 
@@ -61,3 +61,18 @@ def test_batchify_and_bptt():
     lens = [s1.next_len() for _ in range(200)]
     assert lens == [s2.next_len() for _ in range(200)]
     assert min(lens) >= 5 and max(lens) <= 90 and 60 < sum(lens) / 200 < 72
+
+
+def test_batch_size_too_large_is_one_line_naming_the_key():
+    """2 rows per column for evaluation (an input and its next token), 3 for training."""
+    data = torch.arange(103)
+    assert batchify(data, 51).shape == (2, 51)
+    with pytest.raises(TreelmError) as e:
+        batchify(data, 52, "train.eval_batch_size", "the valid split")
+    assert str(e.value) == ("train.eval_batch_size=52 is too large for the valid split (103 "
+                            "tokens, at least 2 per column): the largest that fits is 51")
+    check_columns(103, 34, rows=3)
+    with pytest.raises(TreelmError, match="batch_size=35 .* the largest that fits is 34"):
+        check_columns(103, 35, rows=3)
+    with pytest.raises(TreelmError, match="no batch size fits"):
+        batchify(torch.arange(1), 1)

@@ -21,11 +21,29 @@ from typing import Any
 
 from torch import Tensor
 
+from treelm.errors import TreelmError
 
-def batchify(data: Tensor, batch_size: int) -> Tensor:
+
+def check_columns(tokens: int, batch_size: int, key: str = "batch_size",
+                  what: str = "the stream", rows: int = 2) -> None:
+    """Refuse ``batch_size`` columns of ``tokens`` that leave a column fewer than ``rows`` rows,
+    in one line naming ``key``, its value and the largest value that fits. Evaluation needs 2
+    rows (one input and its next token); training 3, since a training epoch reads rows while
+    ``row < rows - 2`` and would otherwise run no batch at all, silently."""
+    if tokens // batch_size >= rows:
+        return
+    largest = tokens // rows
+    fits = f"the largest that fits is {largest:,}" if largest else "no batch size fits"
+    raise TreelmError(f"{key}={batch_size} is too large for {what} ({tokens:,} tokens, at "
+                      f"least {rows} per column): {fits}")
+
+
+def batchify(data: Tensor, batch_size: int, key: str = "batch_size",
+             what: str = "the stream") -> Tensor:
+    """``data`` (N,) as ``batch_size`` columns, (N // batch_size, batch_size); a batch size
+    that leaves a column under 2 tokens is refused (:func:`check_columns`, naming ``key``)."""
+    check_columns(data.size(0), batch_size, key, what)
     n = data.size(0) // batch_size
-    if n < 2:
-        raise ValueError(f"{data.size(0)} tokens are too few for batch size {batch_size}")
     return data[: n * batch_size].view(batch_size, n).t().contiguous()
 
 

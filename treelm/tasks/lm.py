@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells import State
-from treelm.data.batching import BPTTSchedule, batchify, get_batch
+from treelm.data.batching import BPTTSchedule, batchify, check_columns, get_batch
 from treelm.data.corpus import Corpus, LMData, load_corpus, read_stream
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
@@ -86,7 +86,8 @@ EVAL_LOGITS = 1 << 24
 
 
 def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, vocab_size: int,
-                    what: str = "evaluating", tokens: int = EVAL_TOKENS) -> float:
+                    what: str = "evaluating", tokens: int = EVAL_TOKENS,
+                    key: str = "batch_size") -> float:
     """Mean cross-entropy per token (nats) over the whole stream ``data`` (N,).
 
     ``data`` is cut into ``batch_size`` columns (:func:`batchify`) read top to bottom with the
@@ -94,9 +95,10 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
     cross-entropy run on blocks of at most :data:`EVAL_LOGITS` logits (``vocab_size`` V per
     token), on every thread; a recurrence of small steps on one
     (:func:`~treelm.threads.recurrence_threads`). Losses are summed in float64. Progress
-    on stderr (:class:`treelm.progress.Ticker`, as ``what``)."""
+    on stderr (:class:`treelm.progress.Ticker`, as ``what``). A ``batch_size`` too large for
+    ``data`` is refused in one line naming ``key`` (:func:`~treelm.data.batching.batchify`)."""
     device = next(model.parameters()).device
-    source = batchify(data, batch_size).to(device)
+    source = batchify(data, batch_size, key, what).to(device)
     rows = max(bptt, tokens // batch_size)
     block = max(1, EVAL_LOGITS // vocab_size)         # rows of logits made at once
     total = torch.zeros((), dtype=torch.float64, device=device)
@@ -143,8 +145,14 @@ class LMTask(Task):
         self.states: list[State] | None = None       # carried from batch to batch
         self.train_data: Tensor | None = None
         if corpus is not None:
-            self.train_data = batchify(shard(corpus.train, rank, world),
-                                       options.batch_size).to(device)
+            # the batch sizes checked now, not hours later at the first validation
+            part = shard(corpus.train, rank, world)
+            what = (f"each of the {world} processes' share of the training split" if world > 1
+                    else "the training split")
+            check_columns(part.numel(), options.batch_size, "train.batch_size", what, rows=3)
+            check_columns(corpus.valid.numel(), options.eval_batch_size,
+                          "train.eval_batch_size", "the valid split")
+            self.train_data = batchify(part, options.batch_size).to(device)
 
     @classmethod
     def create(cls, config: RunConfig, device: torch.device, rank: int = 0,
@@ -219,14 +227,17 @@ class LMTask(Task):
     def evaluate(self, model: nn.Module, split: str = "valid",
                  batch_size: int | None = None) -> Evaluation:
         data = getattr(self.corpus, split)
+        key = "--batch-size"        # given: `treelm eval --batch-size`, the one caller that does
         if batch_size is None:
+            key = "train.test_batch_size" if split == "test" else "train.eval_batch_size"
             batch_size = (self.options.test_batch_size if split == "test"
                           else self.options.eval_batch_size)
-        return self._score(model, data, batch_size, f"{split} set")
+        return self._score(model, data, batch_size, f"{split} set", key)
 
     def _score(self, model: nn.Module, data: Tensor, batch_size: int,
-               what: str = "scoring") -> Evaluation:
-        loss = evaluate_stream(model, data, batch_size, self.options.bptt, len(self.vocab), what)
+               what: str = "scoring", key: str = "batch_size") -> Evaluation:
+        loss = evaluate_stream(model, data, batch_size, self.options.bptt, len(self.vocab), what,
+                               key=key)
         return Evaluation({"loss": loss, **self.train_scores(loss)}, "loss", size=data.numel())
 
     def evaluate_file(self, model: nn.Module, path: str, batch_size: int | None = None,
@@ -235,7 +246,8 @@ class LMTask(Task):
         ``batch_size``); its symbols outside the vocabulary are read as ``<unk>`` and counted
         (``unk_tokens``)."""
         data, unknown = read_stream(path, self.tokenizer, self.vocab)
-        ev = self._score(model, data, batch_size or self.options.test_batch_size, path)
+        key = "--batch-size" if batch_size else "train.test_batch_size"
+        ev = self._score(model, data, batch_size or self.options.test_batch_size, path, key)
         ev.details["unk_tokens"] = unknown
         return ev
 
