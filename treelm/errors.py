@@ -20,14 +20,51 @@ IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 def check_output(path: str, suffixes: tuple[str, ...] | None = None, what: str = "output") -> None:
     """Refuse, before any work, an output path that cannot be written as asked: an existing
-    directory, or a suffix the writer does not make. Missing parent folders are made by the
-    writers."""
+    directory, a suffix the writer does not make, or a place where the file cannot be made (a
+    parent that is a file, no permission, a read-only file system): every verb's ``-o`` comes
+    here first. Missing parent folders are made by the writers; this check makes them and the
+    file to see that it can, then removes what it made."""
     import os
 
     if os.path.isdir(path):
         raise TreelmError(f"{path}: is a directory; give a file name for the {what}")
     if suffixes and not path.lower().endswith(suffixes):
         raise TreelmError(f"{path}: the {what} must end in {', '.join(suffixes)}")
+    _probe_writable(path, what)
+
+
+def _probe_writable(path: str, what: str) -> None:
+    """Make ``path`` (and its missing parents) as the writer will, then remove what was made: a
+    path that cannot be written fails here, in one line, instead of after the work as a
+    traceback. An existing file is opened for appending, which changes nothing in it."""
+    import os
+
+    target = os.path.abspath(path)
+    missing: list[str] = []
+    parent = os.path.dirname(target)
+    while not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise TreelmError(f"{path}: cannot write the {what}: {parent} is not a directory")
+    made: list[str] = []
+    try:
+        for d in reversed(missing):
+            os.mkdir(d)
+            made.append(d)
+        existed = os.path.lexists(target)
+        with open(target, "ab"):
+            pass
+        if not existed:
+            os.unlink(target)
+    except OSError as e:
+        raise TreelmError(f"{path}: cannot write the {what} ({e.strerror or e})") from None
+    finally:
+        for d in reversed(made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
 
 
 def decode_text(raw: bytes, where: str) -> str:
