@@ -3,11 +3,17 @@
 A save writes a new ``ckpt/N`` completely (each file via a temporary name, fsync, ``os.replace``),
 then atomically replaces ``checkpoint.json`` to point at it, then removes directories no longer
 pointed at. A kill at any moment therefore leaves ``checkpoint.json`` naming complete checkpoints.
-Weights are safetensors; the trainer state is read with ``torch.load(weights_only=True)``.
+A write that fails (a full disk) removes the unfinished ``ckpt/N`` and raises
+:class:`CheckpointWriteError`, naming the file and the last good checkpoint, which stays as it was.
+Weights are safetensors; the trainer state is read with ``torch.load(weights_only=True)``. Both are
+made in memory and written by :func:`~treelm.rundir.files.write_file`, whose errors carry their
+``errno`` (safetensors' own writer reports a full disk as a ``SafetensorError`` with the number in
+its text, ``torch.save`` as a ``RuntimeError`` without it).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -16,11 +22,20 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_model
-from torch import nn
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
+from torch import Tensor, nn
 
 from treelm.errors import CheckpointError
-from treelm.rundir.files import AVERAGED, CKPT, POINTER, TRAINER, WEIGHTS, atomic_write_text
+from treelm.rundir.files import (
+    AVERAGED,
+    CKPT,
+    POINTER,
+    TRAINER,
+    WEIGHTS,
+    atomic_write_bytes,
+    atomic_write_text,
+)
 
 FORMAT = 1
 
@@ -53,12 +68,43 @@ def read_pointer(run: Path) -> dict[str, Any]:
     return ptr
 
 
-def _save_weights(model: nn.Module, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_model(model, str(tmp))
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written: ``filename`` the file being written, ``removed``
+    the unfinished checkpoint's directory (already deleted; None if none was made), ``last`` the
+    last good checkpoint (relative to the run, as ``checkpoint.json`` names it; None before the
+    first)."""
+
+    removed: Path | None
+    last: str | None
+
+
+def weights_bytes(model: nn.Module) -> bytes:
+    """``model``'s state dict as a safetensors file, in memory. A tensor that is the same view of
+    the same memory as one already kept (tied weights) is stored once, under the first name in
+    sorted order, the others named in the metadata, as ``safetensors.torch.save_model`` does;
+    :func:`load_weights` fills them back. Any other shared memory is stored as a copy."""
+    tensors: dict[str, Tensor] = {}
+    metadata: dict[str, str] = {}
+    views: dict[tuple[Any, ...], str] = {}
+    storages: set[int] = set()
+    for name, t in sorted(model.state_dict().items()):
+        ptr = t.untyped_storage().data_ptr()
+        view = (ptr, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t.device)
+        if t.numel() and view in views:
+            metadata[name] = views[view]
+            continue
+        if t.numel() and ptr in storages:
+            t = t.clone()
+        views[view] = name
+        storages.add(ptr)
+        tensors[name] = t.contiguous()
+    return safetensors_bytes(tensors, metadata or None)
+
+
+def _state_bytes(state: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
 
 
 def save_checkpoint(
@@ -77,33 +123,48 @@ def save_checkpoint(
     trains in) is noted in the pointer, so that evaluation and inference follow it.
     """
     ckdir = run / CKPT
-    ckdir.mkdir(exist_ok=True)
     try:
         ptr = read_pointer(run)
     except CheckpointError:
         ptr = {"format": FORMAT, "model": signature}
-    n = 1 + max([int(d.name) for d in ckdir.iterdir() if d.name.isdigit()], default=0)
-    new = ckdir / f"{n:06d}"
-    new.mkdir()
-    _save_weights(model, new / WEIGHTS)
-    if averager is not None:
-        averager.swap()
-        try:
-            _save_weights(model, new / AVERAGED)
-        finally:
+    last_good = ptr.get("last")
+    new: Path | None = None
+    writing = ckdir
+    try:
+        ckdir.mkdir(exist_ok=True)
+        n = 1 + max([int(d.name) for d in ckdir.iterdir() if d.name.isdigit()], default=0)
+        writing = new = ckdir / f"{n:06d}"
+        new.mkdir()
+        # one file's bytes in memory at a time
+        writing = new / WEIGHTS
+        atomic_write_bytes(writing, weights_bytes(model))
+        if averager is not None:
             averager.swap()
-    tmp = new / f".{TRAINER}.tmp"
-    torch.save(trainer_state, tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, new / TRAINER)
-    _fsync_dir(new)
-    if precision:
-        ptr["precision"] = precision
-    ptr["last"] = f"{CKPT}/{new.name}"
-    if best or "best" not in ptr:
-        ptr["best"] = ptr["last"]
-    atomic_write_text(run / POINTER, json.dumps(ptr, indent=1))
+            try:
+                data = weights_bytes(model)
+            finally:
+                averager.swap()
+            writing = new / AVERAGED
+            atomic_write_bytes(writing, data)
+            del data
+        writing = new / TRAINER
+        atomic_write_bytes(writing, _state_bytes(trainer_state))
+        writing = new
+        _fsync_dir(new)
+        if precision:
+            ptr["precision"] = precision
+        ptr["last"] = f"{CKPT}/{new.name}"
+        if best or "best" not in ptr:
+            ptr["best"] = ptr["last"]
+        writing = run / POINTER
+        atomic_write_text(writing, json.dumps(ptr, indent=1))
+    except OSError as e:
+        # the pointer still names the last good checkpoint: the unfinished one goes
+        if new is not None:
+            shutil.rmtree(new, ignore_errors=True)
+        err = CheckpointWriteError(e.errno, e.strerror or str(e), str(writing))
+        err.removed, err.last = new, last_good
+        raise err from e
     _fsync_dir(run)
     keep = {ptr["last"], ptr["best"]}
     for d in ckdir.iterdir():

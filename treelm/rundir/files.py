@@ -8,6 +8,8 @@ its byte length goes into every checkpoint so that a resume can drop what was lo
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -29,12 +31,29 @@ TRAINER = "trainer.pt"
 LOCK = "train.lock"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
+#: The errors of a full disk: no space, over quota, over the file-size limit.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """``data`` as the new file ``path``, on disk (fsync) when this returns. The one low-level
+    write of a run's files: a test makes it fail as a full disk would."""
+    with open(path, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``path`` via a temporary name and ``os.replace``: a kill leaves the old file or the
+    new one. A failed write (a full disk) removes the temporary file and raises an ``OSError``
+    naming ``path``: the error of a write has no file name of its own."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write_file(tmp, data)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from e
     os.replace(tmp, path)
 
 
@@ -171,10 +190,23 @@ class MetricsLog:
         self.nbytes = 0
 
     def append(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record) + "\n").encode()
-        with open(self.path, "ab") as f:
-            f.write(line)
-        self.nbytes += len(line)
+        """Add one line. A failed write (a full disk) cuts what it wrote of the line, so that
+        readers of the log never meet half a line, and raises an ``OSError`` naming the log."""
+        line = memoryview((json.dumps(record) + "\n").encode())
+        n = len(line)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            end = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                while line:                 # a write may take part of the line, then fail
+                    line = line[os.write(fd, line):]
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, end)
+                raise OSError(e.errno, e.strerror or str(e), str(self.path)) from e
+        finally:
+            os.close(fd)
+        self.nbytes += n
 
     def truncate(self, nbytes: int) -> None:
         """Forget what was logged after a checkpoint (at ``nbytes``)."""

@@ -29,6 +29,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from treelm.rundir.files import RunFiles
     from treelm.tasks import saved_config
     from treelm.train.distributed import launched_rank
+    from treelm.train.persistence import write_failure
     from treelm.train.trainer import resume, train
 
     if args.resume:
@@ -38,7 +39,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not run.is_dir():      # (its config.yaml would be what is said to be missing)
             raise TreelmError(f"{run}: no such run directory")
         cfg = apply_overrides(saved_config(load_config(RunFiles(run).config)), args.overrides)
-        summary = resume(run, cfg, quiet=args.quiet, started=args.started)
     else:
         if not args.config or not args.out:
             raise TreelmError("train needs --config FILE and --out RUN_DIR (or --resume RUN_DIR)")
@@ -46,7 +46,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         if RunFiles(run).pointer.exists() and not args.force:
             raise TreelmError(f"{run} already holds a run; use --resume {run} or --force")
         cfg = apply_overrides(load_config(args.config), args.overrides)
-        summary = train(cfg, run, quiet=args.quiet, started=args.started)
+    try:
+        summary = (resume(run, cfg, quiet=args.quiet, started=args.started) if args.resume
+                   else train(cfg, run, quiet=args.quiet, started=args.started))
+    except OSError as e:    # a full disk, mid-run: one line and the checkpoint to resume from
+        failure = write_failure(run, e)
+        if failure is None:
+            raise
+        raise failure from None
     if summary is not None and launched_rank() == 0:    # under torchrun: one result, rank 0's
         print(json.dumps(summary))
     return 130 if summary and summary.get("interrupted") else 0

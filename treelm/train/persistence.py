@@ -12,15 +12,23 @@ that the loop's file reads as the loop.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from treelm.config import dump_config
-from treelm.errors import TreelmError
+from treelm.errors import CheckpointError, TreelmError
 from treelm.kernels import gemm
-from treelm.rundir.checkpoint import load_trainer_state, load_weights, save_checkpoint
-from treelm.rundir.files import atomic_write_text
+from treelm.rundir.checkpoint import (
+    CheckpointWriteError,
+    load_trainer_state,
+    load_weights,
+    read_pointer,
+    save_checkpoint,
+)
+from treelm.rundir.files import DISK_FULL, atomic_write_text
 from treelm.rundir.lock import RunLockedError
 from treelm.train import distributed as D
 from treelm.train.reproducible import rng_state, set_rng_state
@@ -57,8 +65,9 @@ class Persistence:
             if made and self.dist.main:
                 shutil.rmtree(self.files.path, ignore_errors=True)
             if isinstance(e, OSError):
+                where = f"{e.filename}: " if e.filename else ""
                 raise TreelmError(f"{self.files.path}: cannot write the run directory "
-                                  f"({e.strerror or e})") from None
+                                  f"({where}{e.strerror or e}); nothing was kept") from None
             raise
 
     def _lock(self) -> None:
@@ -110,3 +119,25 @@ class Persistence:
         self.metrics.nbytes = self.s.metrics_bytes
         if self.dist.main:  # forget what was logged after the checkpoint
             self.metrics.truncate(self.s.metrics_bytes)
+
+
+def write_failure(run: Path, e: OSError) -> TreelmError | None:
+    """The one line for a write that failed while ``run`` trained (a full disk: ``ENOSPC``,
+    ``EDQUOT``, ``EFBIG``; or any error writing a file of the run): the file, what went wrong,
+    the unfinished checkpoint removed, and the last good checkpoint, from which ``--resume``
+    continues. None for an error that is not a write of the run's (left to propagate)."""
+    name = errno.errorcode.get(e.errno or 0, "")
+    ours = bool(e.filename) and Path(str(e.filename)).resolve().is_relative_to(run.resolve())
+    if not ours and e.errno not in DISK_FULL:
+        return None
+    what = f"{e.filename}: " if e.filename else ""
+    what += f"{e.strerror or e}" + (f" ({name})" if name else "")
+    if isinstance(e, CheckpointWriteError) and e.removed is not None:
+        what += f"; the unfinished checkpoint {e.removed} was removed"
+    try:
+        last = read_pointer(run)["last"]
+        step = load_trainer_state(run)["loop"]["step"]
+    except (CheckpointError, KeyError, TypeError):
+        return TreelmError(f"{what}; {run} holds no complete checkpoint")
+    return TreelmError(f"{what}; the last good checkpoint is {run / last} (step {step:,}): "
+                       f"make room, then `treelm train --resume {run}` continues from it")
