@@ -50,9 +50,10 @@ def test_import_treelm_stays_light():
 
 
 def test_each_task_supports_its_methods(models):
-    assert models["lm"].supports == ("parse", "levels", "score", "generate", "probe")
-    assert models["translation"].supports == ("parse", "levels", "translate", "attention")
-    assert models["tagging"].supports == ("tag",)
+    assert models["lm"].supports == ("parse", "levels", "score", "generate", "probe", "curves")
+    assert models["translation"].supports == ("parse", "levels", "translate", "attention",
+                                              "curves")
+    assert models["tagging"].supports == ("tag", "curves")
     assert models["lm"].layers == (1, 2) and models["lm"].default_layer == 1
 
 
@@ -157,6 +158,95 @@ def test_translate_and_attention(models, tiny_runs, capsys, tmp_path):
                        match="sentence 1: 'zz' not in the run's source vocabulary; unk='map'"):
         m.translate(["a zz"], unk="error")
     assert len(m.translate(["a zz"])) == 1                  # read as <unk>, as the verb does
+
+
+# ----------------------------------------------------------------------------- curves
+def test_curves_are_the_metrics_log(models, tiny_runs):
+    """Each task's curves hold the scores of its metrics.jsonl against tokens, as logged."""
+    from treelm.rundir.files import read_metrics
+
+    for task, headline in (("lm", "ppl"), ("translation", "bleu"), ("tagging", "f1")):
+        c = models[task].curves()
+        valid = read_metrics(tiny_runs[task], "valid")
+        train = read_metrics(tiny_runs[task], "train")
+        assert c.headline == headline and c.done and c.trees == {}
+        assert c.valid[headline] == [(e["tokens"], e[headline]) for e in valid]
+        assert c.valid["loss"] == [(e["tokens"], e["loss"]) for e in valid]
+        assert c.train["loss"] == [(e["tokens"], e["loss"]) for e in train]
+        assert "lr" not in c.valid and "tok_s" not in c.train and "train_loss" not in c.valid
+    assert models["lm"].curves().train["ppl"] == [
+        (e["tokens"], e["ppl"]) for e in read_metrics(tiny_runs["lm"], "train")]
+
+
+def _valid_line(tokens: int, ppl: float, **f1: float) -> str:
+    scores = {f"parse_f1/{k.replace('_', '/L')}": v for k, v in f1.items()}
+    return json.dumps({"event": "valid", "epoch": 9, "step": 9, "elapsed": 1.0,
+                       "tokens": tokens, "loss": math.log(ppl), "ppl": ppl, **scores}) + "\n"
+
+
+def test_curves_follow_a_growing_log_and_read_it_only_when_it_changed(lm_run, tmp_path,
+                                                                      monkeypatch):
+    """A validation appended while the run is open shows up (a writer holding the run's lock
+    too: readers ignore it), tree F1 keys become curves per rule and layer, a resume's cut log
+    is read again, and an unchanged log is not re-read (one stat)."""
+    import shutil
+
+    import treelm.api.curves as curves_mod
+    from treelm.rundir.files import RunFiles
+    from treelm.rundir.lock import RunLock
+
+    run = tmp_path / "run"
+    shutil.copytree(lm_run, run)
+    m = treelm.load(run)
+    reads = []
+    real = curves_mod.read_metrics
+    monkeypatch.setattr(curves_mod, "read_metrics", lambda f: reads.append(1) or real(f))
+    first = m.curves()
+    assert m.curves() is first and len(reads) == 1           # unchanged: not read again
+    log = RunFiles(run).metrics
+    before = log.read_bytes()
+    with RunLock(RunFiles(run).lock):                        # a trainer writes the run
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(_valid_line(99_000, 120.5, official_1=0.25, official_2=0.5, split_2=0.4))
+        grown = m.curves()
+    assert len(reads) == 2 and grown.version != first.version
+    assert grown.valid["ppl"][-1] == (99_000, 120.5) and not grown.done   # logs on after "done"
+    assert grown.trees == {"official": {1: [(99_000, 0.25)], 2: [(99_000, 0.5)]},
+                           "split": {2: [(99_000, 0.4)]}}
+    log.write_bytes(before)                                  # --resume cuts the log back
+    assert m.curves().valid == first.valid and len(reads) == 3
+
+
+def test_curves_of_a_log_being_written_or_broken(lm_run, tmp_path, monkeypatch):
+    """A line half-written as the log is read is read again a moment later; a log that stays
+    broken is one line naming the file; no log yet is no curves."""
+    import shutil
+
+    import treelm.api.curves as curves_mod
+    from treelm.rundir.files import RunFiles
+
+    run = tmp_path / "run"
+    shutil.copytree(lm_run, run)
+    m = treelm.load(run)
+    monkeypatch.setattr(curves_mod.CurvesReader, "PAUSE_S", 0.0)
+    log = RunFiles(run).metrics
+    real, fails = curves_mod.read_metrics, [1]
+
+    def torn_once(files):
+        if fails:
+            fails.pop()
+            raise json.JSONDecodeError("Unterminated string", '{"ev', 3)
+        return real(files)
+
+    monkeypatch.setattr(curves_mod, "read_metrics", torn_once)
+    assert m.curves().valid["ppl"] and not fails
+    monkeypatch.setattr(curves_mod, "read_metrics", real)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write('{"event": "valid", "tok')                   # a writer that died mid-line
+    with pytest.raises(TreelmError, match="metrics.jsonl: not a metrics log of JSON lines"):
+        m.curves()
+    log.unlink()
+    assert m.curves().valid == {} and m.curves().headline is None
 
 
 # ----------------------------------------------------------------------------- one path

@@ -25,15 +25,17 @@ if TYPE_CHECKING:   # torch and the run load only when a run is opened
     from treelm.syntax.sources import LevelSource
 
 #: Every method of the API, in the order ``supports`` lists them.
-METHODS = ("parse", "levels", "score", "generate", "probe", "tag", "translate", "attention")
+METHODS = ("parse", "levels", "score", "generate", "probe", "tag", "translate", "attention",
+           "curves")
 TREE_METHODS = ("parse", "levels")
 #: What each task offers; the tree methods also need ON-LSTM layers (a language model's, or a
-#: translation encoder's).
+#: translation encoder's). ``curves`` (the training curves of metrics.jsonl) is every run's.
 TASK_METHODS: dict[str, tuple[str, ...]] = {
-    "lm": ("parse", "levels", "score", "generate", "probe"),
-    "translation": ("parse", "levels", "translate", "attention"),
-    "tagging": ("tag",),
-    "logic": (),
+    "lm": ("parse", "levels", "score", "generate", "probe", "curves"),
+    "translation": ("parse", "levels", "translate", "attention", "curves"),
+    "tagging": ("tag", "curves"),
+    "logic": ("curves",),
+    "listops": ("curves",),
 }
 
 

@@ -13,6 +13,9 @@ method                    what it returns                                       
 ``tag(utterances)``       words, tags, slots and intent per utterance           tagging
 ``translate(sentences)``  one translation per sentence (greedy or beam)         translation
 ``attention(src, tgt)``   the decoder's attention weights ``(layers, T, S)``    translation
+``curves()``              :class:`~treelm.api.curves.Curves`: the scores of     every task
+                          ``metrics.jsonl`` (loss, perplexity, tree F1 per
+                          layer and rule) against tokens trained on
 ========================  ====================================================  ================
 
 Beside them, the streams the verbs print from: ``levels_stream(lines)`` (``treelm parse``),
@@ -28,17 +31,19 @@ A method the run's task does not support raises :class:`UnsupportedMethodError` 
 :class:`~treelm.errors.TreelmError`) naming the task and what it does support.
 
 The object is safe to share between threads (``treelm serve`` does): every call holds the
-object's lock, runs in the run's precision (``Run.autocast``) and without gradients.
+object's lock, runs in the run's precision (``Run.autocast``) and without gradients;
+``curves`` runs no model and holds a lock of its own, so that it never waits for a computation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from treelm.api.base import METHODS, TASK_METHODS, TREE_METHODS, UnsupportedMethodError
+from treelm.api.curves import Curves, CurvesReader
 from treelm.api.inference import TaskMethods
 from treelm.api.lm import LMMethods
 from treelm.api.values import (
@@ -141,6 +146,21 @@ class TreelmModel(LMMethods, TaskMethods):
                 raise
             raise UnknownSymbolError(str(e).replace("--unk map", "unk='map'")) from None
 
+    # ------------------------------------------------------------------ training curves
+    def curves(self) -> Curves:
+        """The run's training curves from its ``metrics.jsonl`` as it is now (a run still
+        training logs on): every validation score, the training loss and, with
+        ``train.eval_parse``, the tree F1 of each layer under each rule, against the tokens
+        trained on (:class:`~treelm.api.curves.Curves`). Re-read only when the file changed."""
+        self.require("curves")
+        return self._curves.read()
+
+    @cached_property
+    def _curves(self) -> CurvesReader:
+        # made on first use (two threads at once would each make one: harmless, both read the
+        # same file)
+        return CurvesReader(self.path)
+
 
 def load(run_dir: str | Path, checkpoint: str = "best", *, precision: str = "run",
          expect: str | tuple[str, ...] | None = None) -> TreelmModel:
@@ -165,5 +185,6 @@ def load(run_dir: str | Path, checkpoint: str = "best", *, precision: str = "run
     return TreelmModel(run)
 
 
-__all__ = ["METHODS", "TASK_METHODS", "TREE_METHODS", "Attention", "Generation", "TreelmModel",
+__all__ = ["METHODS", "TASK_METHODS", "TREE_METHODS", "Attention", "Curves", "Generation",
+           "TreelmModel",
            "UnsupportedMethodError", "load", "to_nltk"]
