@@ -60,8 +60,10 @@ def test_runs_are_listed_by_name_with_what_they_support(server):
     status, _, data = request(server, "GET", "/api/runs")
     runs = {r["name"]: r for r in json.loads(data)["runs"]}
     assert status == 200 and set(runs) == {"tiny-lm", "tiny-translation", "tiny-tagging"}
-    assert runs["tiny-lm"]["supports"] == ["parse", "levels", "score", "generate", "probe"]
-    assert runs["tiny-tagging"]["supports"] == ["tag"] and runs["tiny-tagging"]["layers"] == []
+    assert runs["tiny-lm"]["supports"] == ["parse", "levels", "score", "generate", "probe",
+                                           "curves"]
+    assert runs["tiny-tagging"]["supports"] == ["tag", "curves"]
+    assert runs["tiny-tagging"]["layers"] == []
 
 
 def test_parse_answers_the_api_trees_under_both_rules(server, tiny_runs):
