@@ -8,24 +8,36 @@ library only (``http.server.ThreadingHTTPServer``); each run's object holds a lo
 at a time computes on a run while the others wait.
 
 Requests. ``GET /`` the page, ``GET /static/<file>`` its script and style, ``GET /api/runs`` the
-runs with what each supports, and ``POST /api/<method>`` with a JSON object (docs/serve.md lists
-the fields): ``parse``, ``score``, ``generate``, ``probe``, ``tag``, ``translate``. Input is bounded
+runs with what each supports, ``GET /api/runs/<name>/curves`` a run's training curves (the API's
+``curves``: its metrics log as it grows, with an ``ETag`` so that a page polling an unchanged log
+gets ``304`` and no body), and ``POST /api/<method>`` with a JSON object (docs/serve.md lists the
+fields): ``parse``, ``score``, ``generate``, ``probe``, ``tag``, ``translate``. Input is bounded
 (``MAX_BODY`` bytes, ``MAX_CHARS`` characters and ``MAX_WORDS`` whitespace-separated words per
 sentence, ``MAX_LENGTH`` generated symbols, ``MAX_BEAM``, ``MAX_TOP``). Every error is
 ``{"error": "<one line>"}`` with a 4xx status (a bug: 500 with the exception's type, the traceback
 on the server's stderr only), and the server goes on serving.
+
+Clients that go away. A client that closes its connection before its answer (a closed tab, a
+script's timeout) costs nothing and prints nothing: a request whose client has gone by the time
+its run is free is not computed, an answer that cannot be written is dropped, and a connection
+idle for ``IDLE_S`` seconds is closed so that abandoned ones do not hold a thread.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import select
+import socket
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from treelm.api.curves import Curves
 from treelm.api.model import TreelmModel, UnsupportedMethodError, load
 from treelm.errors import TreelmError
 
@@ -35,8 +47,22 @@ MAX_WORDS = 100             # whitespace-separated words of one sentence
 MAX_LENGTH = 400            # symbols generated per request
 MAX_BEAM = 10
 MAX_TOP = 50                # next symbols listed by probe
+IDLE_S = 120                # seconds a connection may stay silent before it is closed
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
           "style.css": "text/css; charset=utf-8"}
+
+
+class Answer(NamedTuple):
+    """An HTTP answer: status, content type, body and extra headers."""
+
+    status: int
+    ctype: str
+    data: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+class ClientGone(Exception):
+    """The client closed its connection before its answer: nothing to compute or write."""
 
 
 class RequestError(Exception):
@@ -168,6 +194,23 @@ def _translate(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _finite(points: list[tuple[int, float]]) -> list[list[float | None]]:
+    # JSON has no NaN or Infinity (the browser's JSON.parse refuses them): a diverged value is
+    # null, which the page leaves out of its line
+    return [[t, float(f"{v:.6g}") if math.isfinite(v) else None] for t, v in points]
+
+
+def curves_view(c: Curves) -> dict[str, Any]:
+    """The API's :class:`~treelm.api.curves.Curves` as JSON: points as ``[tokens, value]``
+    (``null`` for a value that is not finite), values to 6 significant digits, layers as
+    strings."""
+    return {"headline": c.headline, "done": c.done, "modified": c.modified,
+            "valid": {k: _finite(v) for k, v in c.valid.items()},
+            "train": {k: _finite(v) for k, v in c.train.items()},
+            "trees": {rule: {str(k): _finite(v) for k, v in layers.items()}
+                      for rule, layers in c.trees.items()}}
+
+
 ENDPOINTS: dict[str, Callable[[TreelmModel, dict[str, Any]], dict[str, Any]]] = {
     "parse": _parse, "score": _score, "generate": _generate, "probe": _probe, "tag": _tag,
     "translate": _translate}
@@ -180,6 +223,10 @@ class App:
         self.models = models
         here = Path(__file__).parent / "static"
         self.static = {name: (here / name).read_bytes() for name in STATIC}
+        # one computation per run at a time (as the API's own lock), taken here so that a
+        # request whose client left while it waited is dropped before it computes
+        self.locks = {name: threading.Lock() for name in models}
+        self._curves: dict[str, tuple[str, bytes]] = {}     # run -> (version, its JSON)
 
     @classmethod
     def open(cls, paths: Sequence[str | Path], checkpoint: str = "best") -> App:
@@ -190,23 +237,50 @@ class App:
                  "layers": list(m.layers), "default_layer": m.default_layer}
                 for name, m in self.models.items()]
 
-    def get(self, path: str) -> tuple[int, str, bytes]:
+    def get(self, path: str, etag: str | None = None) -> Answer:
+        """The answer to ``GET path``; ``etag``: the request's ``If-None-Match``."""
         if path in ("/", "/index.html"):
-            return 200, STATIC["index.html"], self.static["index.html"]
+            return Answer(200, STATIC["index.html"], self.static["index.html"])
         if path.startswith("/static/") and path[len("/static/"):] in STATIC:
             name = path[len("/static/"):]
-            return 200, STATIC[name], self.static[name]
+            return Answer(200, STATIC[name], self.static[name])
         if path == "/api/runs":
             return _json(200, {"runs": self.runs()})
+        parts = path.split("/")
+        if len(parts) == 5 and parts[:3] == ["", "api", "runs"] and parts[4] == "curves":
+            return self.curves(parts[3], etag)
         if path.startswith("/api/") and path[len("/api/"):] in ENDPOINTS:
             raise RequestError(405, f"{path} takes POST with a JSON object")
         raise RequestError(404, f"no such page: {path}")
 
-    def post(self, path: str, raw: bytes) -> tuple[int, str, bytes]:
+    def curves(self, name: str, etag: str | None = None) -> Answer:
+        """A run's curves (``curves_view``), or ``304`` with no body when ``etag`` names the
+        version of the log the client has: polling an unchanged log costs one ``stat``."""
+        if name not in self.models:
+            raise RequestError(404, f"no run named {name!r}; runs: {', '.join(self.models)}")
+        try:
+            c = self.models[name].curves()
+        except TreelmError as e:        # a log that cannot be read now; the page asks again
+            raise RequestError(503, str(e)) from None
+        tag = f'"{c.version}"'
+        headers = (("ETag", tag),)
+        if etag is not None and tag in [t.strip() for t in etag.split(",")]:
+            return Answer(304, "application/json", b"", headers)
+        cached = self._curves.get(name)
+        if cached is None or cached[0] != c.version:
+            cached = (c.version, _json(200, {"run": name, **curves_view(c)}).data)
+            self._curves[name] = cached
+        return Answer(200, "application/json", cached[1], headers)
+
+    def post(self, path: str, raw: bytes,
+             gone: Callable[[], bool] = lambda: False) -> Answer:
+        """The answer to ``POST path`` with body ``raw``; ``gone()`` tells whether the client
+        has left (asked once the run is free: a request of a gone client is not computed)."""
         method = path[len("/api/"):] if path.startswith("/api/") else ""
         if method not in ENDPOINTS:
-            if path == "/api/runs":
-                raise RequestError(405, "/api/runs takes GET")
+            if path == "/api/runs" or (path.startswith("/api/runs/")
+                                       and path.endswith("/curves")):
+                raise RequestError(405, f"{path} takes GET")
             raise RequestError(404, f"no such endpoint: {path}")
         try:
             body = json.loads(raw.decode("utf-8"))
@@ -222,29 +296,47 @@ class App:
             raise RequestError(404, f"no run named {name!r}; runs: {known}")
         m = self.models[name]
         try:
-            return _json(200, {"run": name, **ENDPOINTS[method](m, body)})
+            with self.locks[name]:
+                if gone():
+                    raise ClientGone
+                return _json(200, {"run": name, **ENDPOINTS[method](m, body)})
         except UnsupportedMethodError as e:
             raise RequestError(400, f"run {name!r}: {e}") from None
         except TreelmError as e:
             raise RequestError(400, str(e)) from None
 
 
-def _json(status: int, obj: Any) -> tuple[int, str, bytes]:
-    return status, "application/json", json.dumps(obj, ensure_ascii=False).encode("utf-8")
+def _json(status: int, obj: Any) -> Answer:
+    return Answer(status, "application/json",
+                  json.dumps(obj, ensure_ascii=False).encode("utf-8"))
 
 
 class Handler(BaseHTTPRequestHandler):
-    """HTTP/1.1 with keep-alive; every answer has a Content-Length."""
+    """HTTP/1.1 with keep-alive; every answer but a 304 has a Content-Length."""
 
     protocol_version = "HTTP/1.1"
     server_version = "treelm"
     app: App            # set on the subclass made by make_server
     quiet = True
+    timeout = IDLE_S    # the socket's: a connection silent this long is closed (TimeoutError)
 
-    def _answer(self, status: int, ctype: str, data: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
+    def handle(self) -> None:
+        # A client that closed or reset its connection, or went silent, ends it here, quietly:
+        # without this, each such client printed a BrokenPipeError or ConnectionResetError
+        # traceback (two when the 500 answer to the first also failed), and nothing is owed to
+        # a client that is not there
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError, ClientGone):
+            self.close_connection = True
+
+    def _answer(self, a: Answer) -> None:
+        self.send_response(a.status)
+        if a.status != 304:             # "not modified" has no body, so no length or type
+            self.send_header("Content-Type", a.ctype)
+            self.send_header("Content-Length", str(len(a.data)))
+        for key, value in a.headers:
+            self.send_header(key, value)
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         # the page's own script and style only: nothing is fetched from elsewhere
@@ -252,31 +344,50 @@ class Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        if self.command != "HEAD" and a.status != 304:
+            self.wfile.write(a.data)
 
     def _error(self, status: int, message: str) -> None:
-        self._answer(*_json(status, {"error": message}))
+        self._answer(_json(status, {"error": message}))
 
-    def _serve(self, work: Callable[[], tuple[int, str, bytes]]) -> None:
+    def _serve(self, work: Callable[[], Answer]) -> None:
         try:
-            self._answer(*work())
+            answer = work()
         except RequestError as e:
-            self._error(e.status, str(e))
+            answer = _json(e.status, {"error": str(e)})
+        except (ConnectionError, TimeoutError, ClientGone):
+            raise                       # the client left while it was read: handle() ends it
         except Exception as e:          # a bug: the client gets one line, the log the rest
             traceback.print_exc(file=sys.stderr)
-            self._error(500, f"internal error ({type(e).__name__}); see the server's log")
+            answer = _json(500, {"error": f"internal error ({type(e).__name__}); "
+                                          f"see the server's log"})
+        self._answer(answer)            # a client gone by now: handle() drops the answer
+
+    def _gone(self) -> bool:
+        """Whether the client has closed its side or reset the connection: the socket polls
+        readable and a peek (which leaves a pipelined next request unread) reads end-of-file,
+        or fails. Unknown (no ``poll`` on this system): ``False``."""
+        if not hasattr(select, "poll"):
+            return False
+        try:
+            poller = select.poll()
+            poller.register(self.connection, select.POLLIN)
+            if not poller.poll(0):
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _path(self) -> str:
         return self.path.split("?", 1)[0]
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        self._serve(lambda: self.app.get(self._path()))
+        self._serve(lambda: self.app.get(self._path(), self.headers.get("If-None-Match")))
 
     do_HEAD = do_GET
 
     def do_POST(self) -> None:  # noqa: N802
-        def work() -> tuple[int, str, bytes]:
+        def work() -> Answer:
             size = self.headers.get("Content-Length")
             if size is None or not size.isdigit():
                 self.close_connection = True
@@ -285,13 +396,15 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True        # the body is left unread
                 raise RequestError(413, f"the body has {size} bytes; at most {MAX_BODY}")
             body = self.rfile.read(int(size))
+            if len(body) < int(size):               # the client closed while it was sending
+                raise ClientGone
             # JSON only: another page in the browser cannot post here without a CORS preflight,
             # which is not answered
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
             if ctype != "application/json":
                 raise RequestError(415, "a POST body must be sent as Content-Type: "
                                    "application/json")
-            return self.app.post(self._path(), body)
+            return self.app.post(self._path(), body, self._gone)
 
         self._serve(work)
 
@@ -306,11 +419,22 @@ class Handler(BaseHTTPRequestHandler):
             super().log_message(format, *args)
 
 
+class Server(ThreadingHTTPServer):
+    """The threading server, quiet about clients that went away."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # what Handler.handle did not catch (a socket closing under the server's own cleanup):
+        # a client that left is not an error of the server's
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def make_server(app: App, host: str = "127.0.0.1", port: int = 8000,
-                quiet: bool = True) -> ThreadingHTTPServer:
+                quiet: bool = True) -> Server:
     """A threading server of ``app`` bound to ``host:port`` (port 0: any free one; the bound
     port is ``server.server_address[1]``). ``serve_forever()`` runs it."""
     handler = type("TreelmHandler", (Handler,), {"app": app, "quiet": quiet})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    return Server((host, port), handler)

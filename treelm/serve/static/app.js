@@ -190,6 +190,194 @@ function drawSlots(data) {
   s.append(t);
 }
 
+// ------------------------------------------------------------------ training curves
+// GET /api/runs/<name>/curves: the run's metrics.jsonl as curves against the tokens trained on.
+// Asked every POLL_MS with the last answer's ETag: an unchanged log answers 304 (one stat on the
+// server, no body), so the charts follow a run that trains without a reload.
+const POLL_MS = 3000;
+const COLORS = ["#1f6fb4", "#d1495b", "#2a9d5c", "#8e5cc4", "#e08a1e", "#6b4f3a"];
+const SCORES = { ppl: "perplexity", bpc: "bits per character", loss: "loss (nats)",
+                 bleu: "BLEU", chrf: "chrF", f1: "F1 (%)", accuracy: "accuracy (%)" };
+let curves = { gen: 0, etag: null, timer: null };
+
+// "1.2M", "400k", "950": token counts as axis labels
+function fmtCount(n) {
+  const a = Math.abs(n);
+  if (a >= 1e6) return `${+(n / 1e6).toFixed(a >= 1e7 ? 0 : 2)}M`;
+  if (a >= 1e3) return `${+(n / 1e3).toFixed(a >= 1e4 ? 0 : 1)}k`;
+  return String(+n.toFixed(0));
+}
+const fmtValue = (v) => (Math.abs(v) >= 10 ? v.toFixed(1) : v.toPrecision(3));
+
+// Evenly spaced ticks at 1, 2, 2.5 or 5 times a power of ten that cover [lo, hi].
+function linearTicks(lo, hi, n = 5, minStep = 0) {
+  if (!(hi > lo)) { const d = Math.abs(lo) * 0.1 || 1; lo -= d; hi += d; }
+  const raw = (hi - lo) / n, mag = 10 ** Math.floor(Math.log10(raw));
+  const step = Math.max(minStep, [1, 2, 2.5, 5, 10].map((m) => m * mag).find((x) => x >= raw * 0.999));
+  const first = Math.floor(lo / step + 1e-9), last = Math.ceil(hi / step - 1e-9);
+  const ticks = [];
+  for (let k = first; k <= last; k++) ticks.push(+(k * step).toPrecision(12));
+  // as many decimals as the step needs (2.5 needs one more than 2 or 5)
+  const digits = Math.max(0, -Math.floor(Math.log10(step) + 1e-9) + (String(step).includes("25") ? 1 : 0));
+  return { lo: ticks[0], hi: ticks[ticks.length - 1], ticks: ticks, label: (t) => t.toFixed(digits) };
+}
+
+// A log axis for a score spanning a wide range (perplexity: thousands at first, then ~100):
+// ticks at 1, 2 and 5 times powers of ten, the axis from the tick below lo to the one above hi.
+function logTicks(lo, hi) {
+  const all = [];
+  for (let e = Math.floor(Math.log10(lo)) - 1; e <= Math.ceil(Math.log10(hi)) + 1; e++)
+    for (const m of [1, 2, 5]) all.push(+(m * 10 ** e).toPrecision(12));
+  const below = all.filter((t) => t <= lo), above = all.filter((t) => t >= hi);
+  const a = below[below.length - 1], b = above[0];
+  return { lo: a, hi: b, ticks: all.filter((t) => t >= a && t <= b), log: true, label: String };
+}
+
+// One chart: an SVG with axes, grid, labelled ticks and a line per series (a dot per point where
+// series.dots, each with a tooltip), and a legend under it that names each series and its last
+// value. series: [{label, color, dash, thin, dots, points: [[tokens, value|null], ...]}].
+function lineChart(name, title, yLabel, series, opts = {}) {
+  const W = 372, H = 250, L = 58, R = 14, T = 26, B = 44;
+  const fig = el("figure", { class: "chart", "data-chart": name });
+  const s = svg("svg", { class: "chart", width: String(W), height: String(H), viewBox: `0 0 ${W} ${H}` });
+  s.append(svg("text", { class: "title", x: String(L), y: "15" }, title));
+  fig.append(s);
+  const pts = series.flatMap((x) => x.points.filter((p) => p[1] !== null));
+  if (!pts.length) {
+    s.append(svg("text", { class: "empty", x: String(L), y: String(T + 40) }, "nothing logged yet"));
+    return fig;
+  }
+  // tokens from 0 to the last logged: the right edge is where the run is now
+  const xmax = Math.max(1, ...pts.map((p) => p[0]));
+  const xs = { lo: 0, hi: xmax, ticks: linearTicks(0, xmax, 5, 1).ticks.filter((t) => t <= xmax) };
+  const vals = pts.map((p) => p[1]);
+  const ymin = Math.min(...vals), ymax = Math.max(...vals);
+  const ys = opts.logWide && ymin > 0 && ymax / ymin >= 4 ? logTicks(ymin, ymax) : linearTicks(ymin, ymax);
+  const f = ys.log ? Math.log10 : (v) => v;
+  const X = (t) => L + (t - xs.lo) / (xs.hi - xs.lo) * (W - L - R);
+  const Y = (v) => H - B - (f(v) - f(ys.lo)) / (f(ys.hi) - f(ys.lo)) * (H - T - B);
+  for (const t of ys.ticks) {
+    s.append(svg("line", { class: "grid", x1: String(L), x2: String(W - R), y1: String(Y(t)), y2: String(Y(t)) }));
+    s.append(svg("text", { class: "tick", x: String(L - 5), y: String(Y(t) + 4), "text-anchor": "end" },
+                 ys.label(t)));
+  }
+  for (const t of xs.ticks) {
+    s.append(svg("line", { class: "axis", x1: String(X(t)), x2: String(X(t)), y1: String(H - B), y2: String(H - B + 4) }));
+    s.append(svg("text", { class: "tick", x: String(X(t)), y: String(H - B + 16), "text-anchor": "middle" }, fmtCount(t)));
+  }
+  s.append(svg("path", { class: "axis", d: `M${L},${T} V${H - B} H${W - R}` }));
+  s.append(svg("text", { class: "label", x: String((L + W - R) / 2), y: String(H - 6), "text-anchor": "middle" },
+               "tokens trained on"));
+  s.append(svg("text", { class: "label", transform: `translate(14,${(T + H - B) / 2}) rotate(-90)`,
+                         "text-anchor": "middle" }, yLabel + (ys.log ? " (log scale)" : "")));
+  const legend = el("ul", { class: "legend" });
+  for (const x of series) {
+    // a null (a value that was not finite) breaks the line
+    let d = "", pen = "M", last = null;
+    for (const [t, v] of x.points) {
+      if (v === null) { pen = "M"; continue; }
+      d += `${pen}${X(t).toFixed(1)},${Y(v).toFixed(1)} `;
+      pen = "L";
+      last = v;
+    }
+    const shown = x.points.filter((p) => p[1] !== null);
+    const attrs = { class: x.thin ? "series thin" : "series", stroke: x.color, d: d.trim(),
+                    "data-series": x.label, "data-points": String(shown.length) };
+    if (x.dash) attrs["stroke-dasharray"] = x.dash;
+    s.append(svg("path", attrs));
+    if (x.dots || shown.length === 1) {
+      for (const [t, v] of shown) {
+        const c = svg("circle", { class: "point", cx: X(t).toFixed(1), cy: Y(v).toFixed(1),
+                                  r: shown.length > 25 ? "2" : "3",
+                                  fill: x.color, "data-series": x.label, "data-tokens": String(t),
+                                  "data-value": String(v) });
+        c.append(svg("title", {}, `${x.label}: ${fmtValue(v)} at ${t.toLocaleString("en")} tokens`));
+        s.append(c);
+      }
+    }
+    const li = el("li", { "data-series": x.label });
+    const sw = svg("svg", { width: "26", height: "10" });
+    const line = svg("line", { x1: "1", x2: "25", y1: "5", y2: "5", stroke: x.color, "stroke-width": "2.5" });
+    if (x.dash) line.setAttribute("stroke-dasharray", x.dash);
+    sw.append(line);
+    li.append(sw, x.label + (last === null ? "" : " "));
+    if (last !== null) li.append(el("b", {}, fmtValue(last)));
+    legend.append(li);
+  }
+  fig.append(legend);
+  if (opts.note) fig.append(el("figcaption", {}, opts.note));
+  return fig;
+}
+
+function drawCurves(data) {
+  const charts = [];
+  const head = data.headline;
+  if (head) {
+    charts.push(lineChart("headline", `validation ${SCORES[head] || head}`, SCORES[head] || head,
+      [{ label: "validation", color: COLORS[0], dots: true, points: data.valid[head] }],
+      { logWide: head === "ppl" }));
+  }
+  // tree F1: a colour per layer, a dash per rule (official solid, split dashed), in %
+  const trees = [];
+  for (const [rule, layers] of Object.entries(data.trees)) {
+    for (const [layer, points] of Object.entries(layers)) {
+      trees.push({ label: `${rule} L${layer}`, color: COLORS[(Number(layer) - 1) % COLORS.length],
+                   dash: rule === "official" ? null : "6 4", dots: true,
+                   points: points.map(([t, v]) => [t, v === null ? null : 100 * v]) });
+    }
+  }
+  if (trees.length) charts.push(lineChart("trees", "tree F1 per layer and rule", "sentence F1 (%)", trees,
+    { note: "on the train.eval_parse treebank; solid: official rule, dashed: split rule" }));
+  // the training loss at every progress line: it moves between validations
+  const loss = [];
+  if (data.train.loss) loss.push({ label: "training", color: "#8a9bb0", thin: true, points: data.train.loss });
+  if (data.valid.loss && head !== "loss") loss.push({ label: "validation", color: COLORS[0], dots: true, points: data.valid.loss });
+  if (loss.length) charts.push(lineChart("loss", "loss", "loss (nats)", loss));
+  $("charts").replaceChildren(...charts);
+  const v = data.valid[head] || [];
+  const parts = [];
+  if (v.length) parts.push(`${v.length} validation${v.length > 1 ? "s" : ""}, the last at ${v[v.length - 1][0].toLocaleString("en")} tokens`);
+  if (data.modified) {
+    const when = new Date(data.modified * 1000);
+    const age = (Date.now() - when.getTime()) / 1000;
+    parts.push(data.done ? "training finished" :
+      age < 600 ? `training: metrics.jsonl written ${Math.max(0, Math.round(age))} s ago` :
+        `not finished; metrics.jsonl last written ${when.toLocaleString()}`);
+  } else parts.push("no metrics.jsonl in this run");
+  $("curves-status").textContent = parts.join(" · ");
+}
+
+// One poll of the chosen run; reschedules itself until another run is chosen (gen changes).
+async function pollCurves(gen) {
+  const r = current();
+  if (gen !== curves.gen || !r) return;
+  $("curves").hidden = !r.supports.includes("curves");
+  if ($("curves").hidden) return;
+  try {
+    const headers = curves.etag ? { "If-None-Match": curves.etag } : {};
+    const resp = await fetch(`/api/runs/${encodeURIComponent(r.name)}/curves`, { headers: headers, cache: "no-store" });
+    if (gen !== curves.gen) return;
+    if (resp.status === 200) {
+      const data = await resp.json();
+      curves.etag = resp.headers.get("ETag");
+      drawCurves(data);
+    } else if (resp.status !== 304) {
+      $("curves-status").textContent = (await resp.json()).error || resp.statusText;
+    }
+  } catch (e) {
+    if (gen === curves.gen) $("curves-status").textContent = `cannot reach the server (${e.message || e})`;
+  }
+  if (gen === curves.gen) curves.timer = setTimeout(() => pollCurves(gen), POLL_MS);
+}
+
+function watchCurves() {
+  clearTimeout(curves.timer);
+  curves = { gen: curves.gen + 1, etag: null, timer: null };
+  $("charts").replaceChildren();
+  $("curves-status").textContent = "";
+  pollCurves(curves.gen);
+}
+
 // ------------------------------------------------------------------ controls
 function current() { return runs.find((r) => r.name === $("run").value); }
 
@@ -203,8 +391,11 @@ function setRun() {
   $("layer-box").hidden = !r.supports.includes("parse");
   $("beam-box").hidden = !r.supports.includes("translate");
   $("lm-box").hidden = !r.supports.includes("generate");
+  // a run with nothing to ask about a sentence (a logic or ListOps classifier) shows its curves
+  $("form").hidden = !["parse", "probe", "tag", "translate"].some((m) => r.supports.includes(m));
   $("result").replaceChildren();
   showError(null);
+  watchCurves();
 }
 
 async function show(ev) {
