@@ -19,6 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "verb": set(),
     "progress": set(),
     "threads": set(),
+    "omp": set(),
     "config": {"errors"},
     "text": {"errors"},
     "kernels": set(),
@@ -32,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
               "progress", "threads"},
     "run": {"verb", "tasks", "models", "rundir", "text", "kernels", "config", "errors"},
     "train": {"verb", "run", "tasks", "models", "rundir", "data", "text", "kernels", "syntax",
-              "config", "errors", "progress"},
+              "config", "errors", "progress", "omp"},
     "syntax": {"cells", "data", "text", "errors", "progress", "threads"},
     "api": {"run", "rundir", "syntax", "decode", "tasks", "text", "kernels", "errors",
             "progress"},
@@ -44,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "suite": {"verb", "api", "run", "text", "errors"},
     "serve": {"verb", "api", "syntax", "errors"},
     "cli": {"train", "generate", "tag", "translate", "parsing", "analysis", "suite", "serve",
-            "verb", "errors"},
+            "verb", "errors", "omp"},
 }
 
 

@@ -8,8 +8,11 @@ import contextlib
 import sys
 import time
 
+from treelm import omp
 from treelm.errors import TreelmError
 from treelm.verb import TreelmParser
+
+omp.configure()     # before anything loads torch (and with it libgomp): treelm/omp.py
 
 EPILOG = """examples:
   treelm train --config configs/tiny-lm.yaml --out runs/tiny

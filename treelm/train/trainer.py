@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from treelm import progress
+from treelm import omp, progress
 from treelm.errors import TreelmError
 from treelm.kernels import precision
 from treelm.rundir.checkpoint import (
@@ -65,6 +65,9 @@ class Trainer(Persistence):
         self.cfg, self.files = self.config.raw, files
         if self.tc.threads:
             torch.set_num_threads(self.tc.threads)
+        if torch.get_num_threads() > 1 and not quiet and (
+                note := omp.busy_note(torch.get_num_threads())):
+            print(note, file=sys.stderr, flush=True)    # sharing cores: say so before timing
         torch.set_flush_denormal(self.tc.flush_denormal)
         if self.tc.deterministic:       # before anything touches CUDA (cuBLAS reads its env)
             use_deterministic()
@@ -384,7 +387,7 @@ class Trainer(Persistence):
                     wl = s.win_loss / s.win_units
                     tok_s = win_units_timed / max(1e-9, now - win_t0)
                     self.event("train", loss=wl, **self.task.train_scores(wl), tok_s=tok_s,
-                               lr=lr)
+                               lr=lr, threads=torch.get_num_threads())
                     progress.postfix(wl, tok_s, s.elapsed)
                     s.win_loss, s.win_units = 0.0, 0
                     win_t0, win_units_timed = now, 0
