@@ -198,7 +198,7 @@ const POLL_MS = 3000;
 const COLORS = ["#1f6fb4", "#d1495b", "#2a9d5c", "#8e5cc4", "#e08a1e", "#6b4f3a"];
 const SCORES = { ppl: "perplexity", bpc: "bits per character", loss: "loss (nats)",
                  bleu: "BLEU", chrf: "chrF", f1: "F1 (%)", accuracy: "accuracy (%)" };
-let curves = { gen: 0, etag: null, timer: null };
+let curves = { gen: 0, etag: null, timer: null, data: null };
 
 // "1.2M", "400k", "950": token counts as axis labels
 function fmtCount(n) {
@@ -285,7 +285,8 @@ function lineChart(name, title, yLabel, series, opts = {}) {
                     "data-series": x.label, "data-points": String(shown.length) };
     if (x.dash) attrs["stroke-dasharray"] = x.dash;
     s.append(svg("path", attrs));
-    if (x.dots || shown.length === 1) {
+    // a dot (with its tooltip) per point, unless there are so many that dots hide the line
+    if ((x.dots && shown.length <= 80) || shown.length === 1) {
       for (const [t, v] of shown) {
         const c = svg("circle", { class: "point", cx: X(t).toFixed(1), cy: Y(v).toFixed(1),
                                   r: shown.length > 25 ? "2" : "3",
@@ -334,15 +335,22 @@ function drawCurves(data) {
   if (data.valid.loss && head !== "loss") loss.push({ label: "validation", color: COLORS[0], dots: true, points: data.valid.loss });
   if (loss.length) charts.push(lineChart("loss", "loss", "loss (nats)", loss));
   $("charts").replaceChildren(...charts);
-  const v = data.valid[head] || [];
+  curvesStatus(data);
+}
+
+// The line above the charts: how far the run got and whether it is still writing its log (asked
+// again at every poll, so that "written N s ago" keeps counting while the log does not change).
+function curvesStatus(data) {
+  const head = data.headline, v = data.valid[head] || [];
   const parts = [];
   if (v.length) parts.push(`${v.length} validation${v.length > 1 ? "s" : ""}, the last at ${v[v.length - 1][0].toLocaleString("en")} tokens`);
   if (data.modified) {
     const when = new Date(data.modified * 1000);
     const age = (Date.now() - when.getTime()) / 1000;
-    parts.push(data.done ? "training finished" :
-      age < 600 ? `training: metrics.jsonl written ${Math.max(0, Math.round(age))} s ago` :
-        `not finished; metrics.jsonl last written ${when.toLocaleString()}`);
+    // no "done" yet: training, or stopped early (only the log's age tells them apart here)
+    parts.push(data.done ? "training finished" : "not finished",
+      age < 600 ? `metrics.jsonl written ${Math.max(0, Math.round(age))} s ago` :
+        `metrics.jsonl last written ${when.toLocaleString()}`);
   } else parts.push("no metrics.jsonl in this run");
   $("curves-status").textContent = parts.join(" · ");
 }
@@ -360,8 +368,11 @@ async function pollCurves(gen) {
     if (resp.status === 200) {
       const data = await resp.json();
       curves.etag = resp.headers.get("ETag");
+      curves.data = data;
       drawCurves(data);
-    } else if (resp.status !== 304) {
+    } else if (resp.status === 304) {
+      if (curves.data) curvesStatus(curves.data);
+    } else {
       $("curves-status").textContent = (await resp.json()).error || resp.statusText;
     }
   } catch (e) {
@@ -372,7 +383,7 @@ async function pollCurves(gen) {
 
 function watchCurves() {
   clearTimeout(curves.timer);
-  curves = { gen: curves.gen + 1, etag: null, timer: null };
+  curves = { gen: curves.gen + 1, etag: null, timer: null, data: null };
   $("charts").replaceChildren();
   $("curves-status").textContent = "";
   pollCurves(curves.gen);
