@@ -11,6 +11,10 @@ The sample is split by file into a development part, ``"nltk-dev"`` (``wsj_0001`
 split by file rather than by sentence keeps each article whole on one side, so that no
 article's wording helps the choice and the report both; the two halves are of a size.
 
+``"sinica"``, ``"sinica-dev"`` and ``"sinica-test"`` name the Sinica Treebank sample (Chinese) and
+its parts: :mod:`treelm.data.sinica` reads its own notation into :class:`PTBNode` trees and
+preprocesses them with :func:`to_gold` and its own word filter.
+
 Preprocessing follows the ON-LSTM / PRPN evaluation (``data_ptb.py`` of Shen et al.,
 ICLR 2019 and Shen et al., ICLR 2018):
 
@@ -33,7 +37,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +61,10 @@ class TreebankError(ValueError):
 
 #: The names of the NLTK sample and of its two parts (see the module docstring).
 NLTK_NAMES = ("nltk", "nltk-dev", "nltk-test")
+#: The names of the Sinica Treebank sample and of its two evaluation parts (data/sinica.py).
+SINICA_NAMES = ("sinica", "sinica-dev", "sinica-test")
+#: Every treebank given by name rather than by path.
+TREEBANK_NAMES = NLTK_NAMES + SINICA_NAMES
 #: The last file number of the development part; later files are the test part.
 NLTK_DEV_LAST = 99
 _WSJ_NUMBER_RE = re.compile(r"wsj_(\d+)")
@@ -206,8 +214,21 @@ def parse_bracketed(text: str, source: str = "<string>") -> list[PTBNode]:
     return trees
 
 
-def to_gold(root: PTBNode, source: str = "") -> GoldTree | None:
+def _ptb_word(tag: str, word: str) -> bool:
+    return tag in WORD_TAGS
+
+
+def to_gold(root: PTBNode, source: str = "", *,
+            keep: Callable[[str, str], bool] = _ptb_word,
+            normalize: Callable[[str], str] = normalize_word,
+            label: Callable[[str], str] = strip_function_tags) -> GoldTree | None:
     """Apply the ON-LSTM/PRPN preprocessing to one parsed tree (see module docstring).
+
+    ``keep(tag, word)`` says which pre-terminals are words (default: the PTB tags of
+    :data:`WORD_TAGS`), ``normalize`` maps a kept word (default :func:`normalize_word`) and
+    ``label`` a phrase label (default :func:`strip_function_tags`): another treebank
+    (:mod:`treelm.data.sinica`) gives its own and shares the rest (dropping empty
+    constituents, collapsing unary chains, the labelled spans).
 
     Returns ``None`` when no word survives the POS filter (e.g. a tree of punctuation).
     """
@@ -221,8 +242,8 @@ def to_gold(root: PTBNode, source: str = "") -> GoldTree | None:
         node, closing = todo.pop()
         if not closing:
             if node.is_preterminal:
-                if node.label in WORD_TAGS:
-                    word = normalize_word(node.children[0])  # type: ignore[arg-type]
+                if keep(node.label, node.children[0]):  # type: ignore[arg-type]
+                    word = normalize(node.children[0])  # type: ignore[arg-type]
                     words.append(word)
                     kids_stack[-1].append(word)
                 continue
@@ -236,7 +257,7 @@ def to_gold(root: PTBNode, source: str = "") -> GoldTree | None:
             start, index = open_info.pop()
             end = len(words)
             if end - start >= 2 and node.label:
-                labeled.append((index, strip_function_tags(node.label), start, end))
+                labeled.append((index, label(node.label), start, end))
             if kids:
                 kids_stack[-1].append(kids[0] if len(kids) == 1 else kids)
     top = kids_stack[0]
@@ -343,7 +364,8 @@ def load_treebank(
 
     Args:
         source: ``"nltk"`` (``nltk.corpus.treebank`` via ``NLTK_DATA``), ``"nltk-dev"`` or
-            ``"nltk-test"`` (its development or test part), a ``.mrg`` or
+            ``"nltk-test"`` (its development or test part), ``"sinica"``, ``"sinica-dev"`` or
+            ``"sinica-test"`` (the Sinica Treebank sample, :mod:`treelm.data.sinica`), a ``.mrg`` or
             one-tree-per-line file, a directory (all ``*.mrg`` files below it, sorted), a glob
             pattern, or a list of these.
         max_len: keep only sentences with at most this many words *after* preprocessing
@@ -353,6 +375,11 @@ def load_treebank(
         :class:`GoldTree` per sentence, in file order. Trees with no kept word are dropped
         (they cannot be evaluated); malformed trees raise :class:`TreebankError`.
     """
+    if isinstance(source, (str, os.PathLike)) and os.fspath(source) in SINICA_NAMES:
+        from treelm.data.sinica import load_sinica
+
+        return [g for g in load_sinica(os.fspath(source))
+                if max_len is None or len(g.words) <= max_len]
     golds: list[GoldTree] = []
     for name, node in iter_parsed(source):
         gold = to_gold(node, f"{name}:{node.line}")

@@ -45,6 +45,8 @@ FORMATS = ("brackets", "json", "ascii")
 BASELINE_NAMES = {"left": "left_branching", "right": "right_branching",
                   "balanced": "balanced", "random": "random"}
 DEFAULT_LABELS = ",".join(TABLE_LABELS)
+#: The Sinica Treebank's most frequent phrase categories (GP: a phrase headed by a localiser).
+SINICA_LABELS = "S,NP,VP,PP,GP"
 
 PARSE_EPILOG = """examples:
   treelm parse runs/onlstm "the cat sat on the mat"
@@ -62,6 +64,9 @@ EVAL_EPILOG = """examples:
   treelm eval-parse runs/onlstm --treebank nltk-test --layer 2         # ...and report it here
   treelm eval-parse runs/onlstm --treebank ptb/wsj/23 --format json    # WSJ test, all lengths
   treelm eval-parse --baseline all --treebank nltk --max-len 10        # no model needed
+  treelm eval-parse runs/sinica --treebank sinica-dev                  # Chinese: choose here...
+  treelm eval-parse runs/sinica --treebank sinica-test --layer 2       # ...report here
+  treelm eval-parse --baseline all --treebank sinica-test              # Chinese baselines
 """
 
 PLOT_EPILOG = """examples:
@@ -217,8 +222,8 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     next to the trivial baselines, as in Table 2 of Shen et al. (2019): sentence-level F1 (the
     paper's number) and corpus-level F1, per-label recall, mean word depth and tree height. Gold
     trees get the ON-LSTM/PRPN preprocessing (punctuation and empty elements removed, lower-case,
-    digits -> N); --max-len 10 on the whole WSJ gives WSJ10. Without RUN_DIR, --baseline scores
-    baselines alone.
+    digits -> N); --max-len 10 on the whole WSJ gives WSJ10. The Sinica treebanks (Chinese) get
+    the same without case or digit mapping. Without RUN_DIR, --baseline scores baselines alone.
     """
     from treelm.syntax.report import format_table, parsing_report
 
@@ -244,7 +249,11 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report))
     else:
-        print(format_table(report, [s for s in args.labels.split(",") if s]))
+        labels = args.labels
+        if labels is None:
+            sinica = str(args.treebank).startswith("sinica")
+            labels = SINICA_LABELS if sinica else DEFAULT_LABELS
+        print(format_table(report, [s for s in labels.split(",") if s]))
     return 0
 
 
@@ -252,11 +261,14 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
     p = add_verb(sub, "eval-parse", cmd_eval_parse, epilog=EVAL_EPILOG)
     p.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
                    help="a trained run with ON-LSTM layers (optional with --baseline)")
-    p.add_argument("--treebank", required=True, metavar="nltk-dev|nltk-test|nltk|PATH",
+    p.add_argument("--treebank", required=True,
+                   metavar="nltk-dev|nltk-test|nltk|sinica-dev|sinica-test|sinica|PATH",
                    help="'nltk' (the NLTK WSJ sample found through NLTK_DATA; nothing is "
                    "downloaded), 'nltk-dev' or 'nltk-test' (its files wsj_0001-0099, to choose "
-                   "a layer on, or wsj_0100-0199, to report on), or a .mrg file, directory of "
-                   ".mrg files or glob")
+                   "a layer on, or wsj_0100-0199, to report on), 'sinica', 'sinica-dev' or "
+                   "'sinica-test' (the Sinica Treebank sample of Chinese, through NLTK_DATA, and "
+                   "its fixed dev and test parts: docs/syntax-zh.md), or a .mrg file, directory "
+                   "of .mrg files or glob")
     p.add_argument("--max-len", type=Number(int, at_least=1),
                    help="keep sentences of at most this many words after preprocessing "
                    "(default: all)")
@@ -268,9 +280,9 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-baselines", action="store_true", help="score the model only")
     p.add_argument("--seeds", type=Number(int, at_least=1), default=5,
                    help="random-tree runs, seeds 0..N-1 (default 5): mean±std")
-    p.add_argument("--labels", default=DEFAULT_LABELS,
-                   help=f"label recall columns of the table (default {DEFAULT_LABELS}); "
-                   "--format json has every label")
+    p.add_argument("--labels",
+                   help=f"label recall columns of the table (default {DEFAULT_LABELS}; for the "
+                   f"Sinica treebanks {SINICA_LABELS}); --format json has every label")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table (default) or one JSON object (scores as fractions)")
     _add_model_options(p)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from treelm.data.treebank import NLTK_NAMES
+from treelm.data.treebank import TREEBANK_NAMES
 from treelm.errors import ConfigError
 from treelm.models import build_model
 from treelm.rundir.files import RunFiles
@@ -49,7 +49,7 @@ def absolute_data_paths(cfg: dict[str, Any], cls: type[Task]) -> dict[str, Any]:
     train = cfg.get("train")
     parse = train.get("eval_parse") if isinstance(train, dict) else None
     if isinstance(parse, dict) and isinstance(parse.get("treebank"), str) and \
-            parse["treebank"] not in NLTK_NAMES:
+            parse["treebank"] not in TREEBANK_NAMES:
         parse = {**parse, "treebank": str(Path(parse["treebank"]).expanduser().absolute())}
         cfg = {**cfg, "train": {**train, "eval_parse": parse}}
     return cfg
