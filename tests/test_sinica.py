@@ -20,8 +20,9 @@ from treelm.data.sinica import (
     part_of,
     read_parsed,
 )
-from treelm.data.treebank import TreebankError, load_treebank
+from treelm.data.treebank import TreebankError
 from treelm.errors import TreelmError
+from treelm.syntax.report import load_golds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,14 +134,14 @@ def test_split_is_fixed_disjoint_and_keeps_lm_text_apart(nltk_data, monkeypatch)
     assert [part_of(i) for i in (0, 699, 700, 750, 800, 899, 900, 999, 1000)] == [
         "lm-train", "lm-train", "lm-valid", "lm-test", "dev", "dev", "test", "test", "lm-train"]
     assert sorted(set(CYCLE)) == sorted(PARTS)
-    dev, test, whole = (load_treebank(n) for n in ("sinica-dev", "sinica-test", "sinica"))
+    dev, test, whole = (load_golds(n) for n in ("sinica-dev", "sinica-test", "sinica"))
     lines = lambda golds: {int(g.source.rsplit(":", 1)[1]) for g in golds}  # noqa: E731
     assert lines(dev) and lines(test) and not lines(dev) & lines(test)
     assert lines(dev) == {n for n in lines(whole) if part_of(n - 1) == "dev"}
     assert lines(test) == {n for n in lines(whole) if 900 < n <= 1000}
     assert all(len(g.words) >= 2 for g in whole)              # one-word clauses are dropped
     assert len(whole) == 800 and len(dev) == 80 and len(test) == 80
-    assert load_treebank("sinica-test", max_len=3) == [g for g in test if len(g.words) <= 3]
+    assert load_golds("sinica-test", max_len=3) == [g for g in test if len(g.words) <= 3]
     train, valid, lm_test = lm_lines()
     assert (len(train), len(valid), len(lm_test)) == (700, 50, 50)     # one-word clauses kept
     assert "蘋果 的 顏色 是 什麼" in train and not any("、" in ln for ln in train)
@@ -149,8 +150,6 @@ def test_split_is_fixed_disjoint_and_keeps_lm_text_apart(nltk_data, monkeypatch)
 
 def test_missing_sample_is_a_one_line_error(tmp_path, monkeypatch):
     import nltk
-
-    from treelm.syntax.report import load_golds
 
     monkeypatch.setenv("NLTK_DATA", str(tmp_path))
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])

@@ -13,7 +13,8 @@ article's wording helps the choice and the report both; the two halves are of a 
 
 ``"sinica"``, ``"sinica-dev"`` and ``"sinica-test"`` name the Sinica Treebank sample (Chinese) and
 its parts: :mod:`treelm.data.sinica` reads its own notation into :class:`PTBNode` trees and
-preprocesses them with :func:`to_gold` and its own word filter.
+preprocesses them with :func:`to_gold` and its own word filter
+(:func:`treelm.syntax.report.load_golds` reads either kind by name).
 
 Preprocessing follows the ON-LSTM / PRPN evaluation (``data_ptb.py`` of Shen et al.,
 ICLR 2019 and Shen et al., ICLR 2018):
@@ -364,8 +365,7 @@ def load_treebank(
 
     Args:
         source: ``"nltk"`` (``nltk.corpus.treebank`` via ``NLTK_DATA``), ``"nltk-dev"`` or
-            ``"nltk-test"`` (its development or test part), ``"sinica"``, ``"sinica-dev"`` or
-            ``"sinica-test"`` (the Sinica Treebank sample, :mod:`treelm.data.sinica`), a ``.mrg`` or
+            ``"nltk-test"`` (its development or test part), a ``.mrg`` or
             one-tree-per-line file, a directory (all ``*.mrg`` files below it, sorted), a glob
             pattern, or a list of these.
         max_len: keep only sentences with at most this many words *after* preprocessing
@@ -375,11 +375,6 @@ def load_treebank(
         :class:`GoldTree` per sentence, in file order. Trees with no kept word are dropped
         (they cannot be evaluated); malformed trees raise :class:`TreebankError`.
     """
-    if isinstance(source, (str, os.PathLike)) and os.fspath(source) in SINICA_NAMES:
-        from treelm.data.sinica import load_sinica
-
-        return [g for g in load_sinica(os.fspath(source))
-                if max_len is None or len(g.words) <= max_len]
     golds: list[GoldTree] = []
     for name, node in iter_parsed(source):
         gold = to_gold(node, f"{name}:{node.line}")

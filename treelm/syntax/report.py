@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from treelm.data.treebank import GoldTree, TreebankError, load_treebank
+from treelm.data.treebank import SINICA_NAMES, GoldTree, TreebankError, load_treebank
 from treelm.errors import TreelmError
 from treelm.syntax.baselines import DEFAULT_BASELINES, evaluate_baselines
 from treelm.syntax.metrics import evaluate, label_recall, mean_depth
@@ -37,14 +37,22 @@ BASELINE_TITLES = {"random": "random trees", "balanced": "balanced trees",
 
 # ----------------------------------------------------------------------------- the report
 def load_golds(treebank: str | os.PathLike[str], max_len: int | None = None) -> list[GoldTree]:
-    """The gold trees to score, with every problem as a one-line :class:`TreelmError`.
+    """The gold trees to score, with every problem as a one-line :class:`TreelmError`: what
+    :func:`~treelm.data.treebank.load_treebank` reads, or ``sinica``, ``sinica-dev`` and
+    ``sinica-test`` (:func:`treelm.data.sinica.load_sinica`).
 
     Raises:
         TreelmError: the treebank is missing or malformed, or no sentence (of at most
         ``max_len`` words) is left to evaluate.
     """
     try:
-        golds = load_treebank(treebank, max_len=max_len)
+        if os.fspath(treebank) in SINICA_NAMES:
+            from treelm.data.sinica import load_sinica
+
+            golds = [g for g in load_sinica(os.fspath(treebank))
+                     if max_len is None or len(g.words) <= max_len]
+        else:
+            golds = load_treebank(treebank, max_len=max_len)
     except TreebankError as e:
         raise TreelmError(str(e)) from None
     if not golds:
