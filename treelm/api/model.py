@@ -80,14 +80,21 @@ class TreelmModel(LMMethods, TaskMethods):
 
     def _read_levels(self, sentences: list[str], direction: str, unk: str,
                      batch_size: int) -> list[SentenceLevels]:
-        from treelm.syntax.parse import tokenize
+        from treelm.syntax.parse import note_reading, tokenize
 
         source = self._source(direction)
+        # read as the verbs read a line (a Chinese run's segmentation and conversion included)
         tokens = [tokenize(s, source.tokenizer) for s in sentences]
         for k, t in enumerate(tokens, 1):
             if not t:
                 raise TreelmError(f"sentence {k} has no symbols the run's tokenizer reads")
-        return source.read(tokens, batch_size, unk)
+        levels = source.read(tokens, batch_size, "map")
+        # unknown words under the verbs' policy and words (``unk="error"``: the first sentence
+        # holding one, named, with what the reading did to it)
+        policy = note_reading(policy_of(unk), source.tokenizer)
+        for k, (t, lv) in enumerate(zip(tokens, levels), 1):
+            policy.check([t[i] for i in lv.unknown], f"sentence {k}")
+        return levels
 
     # ------------------------------------------------------------------ trees
     def parse(self, sentences: str | Sequence[str], layer: int | None = None,
@@ -98,7 +105,11 @@ class TreelmModel(LMMethods, TaskMethods):
         ``default_layer``), split top-down by the tree rule ``style`` (``official``: the
         highest-level word opens a constituent; ``split``: a span splits before it). A
         translation run parses the source side (``direction``: its encoder's stack). Words
-        outside the vocabulary are read as ``<unk>`` (``unk="map"``) or refused (``"error"``)."""
+        outside the vocabulary are read as ``<unk>`` (``unk="map"``) or refused (``"error"``).
+        A run trained on Chinese text reads each sentence as ``treelm parse`` does
+        (:meth:`~treelm.text.tokenizers.Tokenizer.read_line`): unsegmented stretches cut by
+        jieba, words it lacks converted to its script (Simplified to the Sinica Treebank's
+        Traditional characters)."""
         from treelm.syntax.trees import TREE_STYLES
 
         if style not in TREE_STYLES:
@@ -123,14 +134,17 @@ class TreelmModel(LMMethods, TaskMethods):
 
     def levels_stream(self, lines: Iterable[str], *, direction: str = "forward",
                       unk: Unk = "map", where: str = "stdin", batch_size: int = 256,
-                      segment: str = "none", normalize: bool = False,
+                      segment: str = "auto", normalize: bool = False,
                       single: bool = False) -> Iterator[tuple[str, SentenceLevels]]:
         """``(line, levels)`` for each line of an input (``where``: a file, ``stdin``), as
         ``treelm parse`` prints them, in order and as they are read (a pipe is parsed as it
         comes, a chunk of sentences at a time): a blank line has the levels of no words.
-        ``segment="jieba"`` re-segments a word run's input, ``normalize`` applies the PTB
-        preprocessing; unknown words follow ``unk``, named ``where:N`` (``single``: the input
-        is one sentence given as an argument, named "the sentence", that must have words)."""
+        ``segment``: ``auto`` reads lines as :meth:`parse` does (a Chinese run segments and
+        converts them: :meth:`~treelm.text.tokenizers.Tokenizer.read_line`), ``none`` with the
+        run's tokenizer alone, ``jieba`` re-segments a word run's input; ``normalize`` applies
+        the PTB preprocessing; unknown words follow ``unk``, named ``where:N`` (``single``: the
+        input is one sentence given as an argument, named "the sentence", that must have
+        words)."""
         from treelm.syntax.parse import read_lines
 
         check_positive("batch_size", batch_size)

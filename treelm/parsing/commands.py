@@ -54,6 +54,7 @@ PARSE_EPILOG = """examples:
   treelm parse runs/onlstm --input sentences.txt --format json > trees.jsonl
   echo "苹果 的 颜色 是 什么" | treelm parse runs/zh-onlstm
   treelm parse runs/zh-onlstm "苹果的颜色是什么" --segment jieba
+  treelm parse runs/sinica "苹果的颜色是什么" --format ascii     # jieba + Simplified -> Traditional
   treelm parse runs/de-en-onlstm --input test.de        # a translation run: source-side trees
   treelm parse runs/de-en-onlstm "Ein Hund läuft." --direction backward --format ascii
 """
@@ -137,9 +138,13 @@ def _add_direction_option(p: argparse.ArgumentParser) -> None:
 
 
 def _add_text_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--segment", choices=["none", "jieba"], default="none",
-                   help="word segmentation of the input: none (default; whitespace-separated "
-                   "words) or jieba for Chinese (needs pip install 'treelm[zh]')")
+    p.add_argument("--segment", choices=["auto", "none", "jieba"], default="auto",
+                   help="word segmentation of the input: auto (default: as the run reads text; "
+                   "a run trained on segmented Chinese, such as configs/sinica-onlstm.yaml, cuts "
+                   "what its vocabulary lacks with jieba), none (the run's tokenizer alone: "
+                   "whitespace-separated words) or jieba for the whole line (needs pip install "
+                   "'treelm[zh]'). A run trained on Chinese converts the words it lacks to the "
+                   "script of its text (OpenCC) in every case")
     p.add_argument("--normalize", action="store_true",
                    help="PTB preprocessing of every word: lower-case, digit runs -> N")
 
@@ -152,13 +157,14 @@ def cmd_parse(args: argparse.Namespace) -> int:
     Sec. 5.2): every sentence is read alone as <eos> w1 .. wn <eos> and split top-down at the words
     with the highest master-forget-gate level d_f of one layer. Input: the SENTENCE argument,
     --input (one sentence per line), or stdin (SENTENCE absent or '-'); words are
-    whitespace-separated unless --segment jieba. Output: one line per sentence (brackets, json) or
-    one drawing per sentence (ascii); an empty input line gives an empty output line. json objects
-    hold the tokens, the positions of out-of-vocabulary words and, per layer, the tree (nested
-    lists) and the levels df, di. A translation run whose encoder has ON-LSTM layers gives
-    source-side trees: each source sentence is read by the run's source tokenizer (BPE pieces, or
-    words) and by the encoder as the model reads sources (x1 .. xn <eos>), and the tree is over its
-    pieces; layers are the encoder's.
+    whitespace-separated unless --segment jieba, and a run trained on Chinese text cuts what its
+    vocabulary lacks with jieba and converts it to its script (--segment). Output: one line per
+    sentence (brackets, json) or one drawing per sentence (ascii); an empty input line gives an
+    empty output line. json objects hold the tokens, the positions of out-of-vocabulary words and,
+    per layer, the tree (nested lists) and the levels df, di. A translation run whose encoder has
+    ON-LSTM layers gives source-side trees: each source sentence is read by the run's source
+    tokenizer (BPE pieces, or words) and by the encoder as the model reads sources (x1 .. xn
+    <eos>), and the tree is over its pieces; layers are the encoder's.
     """
     from treelm.api.model import TreelmModel
     from treelm.run import open_run

@@ -25,26 +25,34 @@ if TYPE_CHECKING:
 CHUNK = 2048   # sentences read (and parsed) at a time from a file or stdin
 
 
-def tokenize(text: str, tokenizer: Any, segment: str = "none",
+def tokenize(text: str, tokenizer: Any, segment: str = "auto",
              normalize: bool = False) -> list[str]:
-    """The tokens of one input line, read by the run's tokenizer (:mod:`treelm.text`).
+    """The tokens of one input line, read by the run's tokenizer as input
+    (:meth:`treelm.text.tokenizers.Tokenizer.read_line`).
 
-    ``segment="jieba"`` reads a word-level run's input with the jieba tokenizer instead (Chinese
-    text without spaces). ``normalize`` applies the PTB preprocessing of the treebank reader
-    (lower-case, digit runs -> ``N``) to every token.
+    ``segment``: ``auto`` (the run's own reading: a run trained on segmented Chinese text cuts
+    unsegmented input with jieba), ``none`` (the tokenizer alone) or ``jieba`` (jieba for the
+    whole line, a word-level run). A run whose text is Chinese in one script converts the words it
+    lacks to that script (OpenCC) in every case. ``normalize`` applies the PTB preprocessing of
+    the treebank reader (lower-case, digit runs -> ``N``) to every token.
     """
-    if segment == "jieba":
-        from treelm.text import make_tokenizer
-
-        if tokenizer.level != "word":
-            raise TreelmError("--segment jieba makes words; this run's model reads characters")
-        tokenizer = make_tokenizer("jieba")
-    tokens = tokenizer.encode_line(text.strip("\r\n"))
+    tokens = tokenizer.read_line(text, segment)
     if normalize:
         from treelm.data.treebank import normalize_word
 
         tokens = [normalize_word(t) for t in tokens]
     return tokens
+
+
+def note_reading(policy: UnknownSymbols, tokenizer: Any) -> UnknownSymbols:
+    """``policy``, told how ``tokenizer`` reads input where its report should say so: a Chinese
+    run's unknown words were converted to its script before lookup."""
+    script = getattr(tokenizer, "script", None)
+    if script is not None:
+        from treelm.text.chinese import conversion_note
+
+        policy.add_note(conversion_note(script))
+    return policy
 
 
 def input_lines(sentence: str | None, file: str | None,
@@ -72,7 +80,7 @@ def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def read_lines(source: Any, lines: Iterable[str], segment: str = "none",
+def read_lines(source: Any, lines: Iterable[str], segment: str = "auto",
                normalize: bool = False, batch_size: int = 256,
                policy: UnknownSymbols | None = None, where: str = "stdin", single: bool = False,
                guard: Callable[[], AbstractContextManager[Any]] = nullcontext,
@@ -84,7 +92,7 @@ def read_lines(source: Any, lines: Iterable[str], segment: str = "none",
     ``single``: the lines are one sentence given as an argument, which must not be empty."""
     from treelm.text.inputs import UnknownSymbols
 
-    policy = policy or UnknownSymbols("map")
+    policy = note_reading(policy or UnknownSymbols("map"), source.tokenizer)
     n = 0
     total = len(lines) if isinstance(lines, Sized) else None
     with Ticker("parsing", total, "sentences") as tick:
@@ -103,7 +111,7 @@ def read_lines(source: Any, lines: Iterable[str], segment: str = "none",
 
 
 def parse_lines(source: Any, lines: Iterable[str], layers: Sequence[int], fmt: str, style: str,
-                segment: str = "none", normalize: bool = False, batch_size: int = 256,
+                segment: str = "auto", normalize: bool = False, batch_size: int = 256,
                 unk: str = "map", single: bool = False, policy: UnknownSymbols | None = None,
                 where: str = "stdin") -> Iterator[tuple[str, list[str]]]:
     """(formatted parse, unknown words) per input line, in order (:func:`read_lines`; unknown

@@ -21,6 +21,10 @@ unigram runs only characters the model never saw) follows ``--unk``:
   at the end, ``treelm: N symbol(s) outside the run's vocabulary read as <unk>: 'a', 'b'``;
 * ``error``: the first input line holding one stops the verb with one line naming the line and
   its unknown symbols.
+
+Both say how the input was read where that changed it (:meth:`UnknownSymbols.add_note`): a run
+trained on Chinese text converts the words it lacks to its script first
+(:mod:`treelm.text.chinese`).
 """
 
 from __future__ import annotations
@@ -134,6 +138,16 @@ class UnknownSymbols:
         check_unk_policy(unk)
         self.unk, self.vocabulary = unk, vocabulary
         self.counts: dict[str, int] = {}
+        self.notes: list[str] = []
+
+    def add_note(self, note: str) -> None:
+        """Something the report and the error add about how the input was read (a Chinese
+        run's conversion, :mod:`treelm.text.chinese`); once."""
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def _noted(self) -> str:
+        return "".join(f" ({n})" for n in self.notes)
 
     def check(self, unknown: Sequence[str], where: str) -> None:
         """``unknown``: the symbols of one input line (named by ``where``, e.g. ``stdin:3``)
@@ -141,8 +155,8 @@ class UnknownSymbols:
         if not unknown:
             return
         if self.unk == "error":
-            raise UnknownSymbolError(f"{where}: {shown(unknown)} not in {self.vocabulary}; "
-                                     "--unk map reads such symbols as <unk>")
+            raise UnknownSymbolError(f"{where}: {shown(unknown)} not in {self.vocabulary}"
+                                     f"{self._noted()}; --unk map reads such symbols as <unk>")
         for s in unknown:
             self.counts[s] = self.counts.get(s, 0) + 1
 
@@ -155,7 +169,7 @@ class UnknownSymbols:
         if not self.counts:
             return None
         return (f"treelm: {self.total} symbol(s) outside {self.vocabulary} read as <unk>: "
-                f"{shown(list(self.counts))}")
+                f"{shown(list(self.counts))}{self._noted()}")
 
     def report(self, file: TextIO | None = None) -> None:
         line = self.note()

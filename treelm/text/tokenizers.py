@@ -13,7 +13,14 @@ A newline is the end of a sentence (``<eos>``) at every level, as in every train
   training side of a corpus, stored in the run directory as the model's serialized bytes.
 
 A tokenizer is saved as a small JSON ``spec()`` plus, for sentencepiece, ``model_bytes()``; the run
-directory module (:mod:`treelm.run.files`) owns the file names. ``level`` says what one symbol is,
+directory module (:mod:`treelm.run.files`) owns the file names.
+
+Training text is read by ``encode_line``; a user's input (``parse``, ``plot``, the API) by
+``read_line``, which is the same for every run but one whose text is Chinese in a given script
+(``script``, from ``data.script``; the Sinica Treebank's is ``taiwan``): there a symbol the
+vocabulary lacks is converted to the run's script with OpenCC, and a word-level run trained on
+segmented text (``word`` with a script) cuts an unknown stretch into words with jieba first
+(:mod:`treelm.text.chinese`). ``level`` says what one symbol is,
 which decides whether losses are reported as perplexity (word, piece) or bits per character.
 """
 
@@ -28,12 +35,23 @@ from treelm.errors import TreelmError
 from treelm.text.vocab import EOS
 
 TOKENIZERS = ("word", "char", "jieba", "bpe", "unigram")
+#: How ``read_line`` segments input: the run's own way (``auto``), its tokenizer alone (``none``),
+#: or jieba for the whole line (``jieba``, word-level runs).
+SEGMENTS = ("auto", "none", "jieba")
+
+
+def _has_cjk(symbol: str) -> bool:
+    # from U+2E80 on: the CJK radicals, punctuation, ideographs and compatibility forms (and
+    # everything above them); Latin, digits and their full-width forms are not converted
+    return any(ch >= "\u2e80" for ch in symbol)
 
 
 class Tokenizer:
     kind: ClassVar[str]
     level: ClassVar[str]            # word | char | piece
     sep: ClassVar[str] = " "        # what joins two symbols of a line
+    script: str | None = None       # the script of a Chinese run's text (text.chinese.SCRIPTS)
+    _known: frozenset[str] | None = None    # the run's vocabulary, once restricted to it
 
     def encode_line(self, line: str) -> list[str]:
         raise NotImplementedError
@@ -45,6 +63,49 @@ class Tokenizer:
             if k:
                 out.append(EOS)
             out.extend(self.encode_line(line))
+        return out
+
+    def read_line(self, line: str, segment: str = "auto") -> list[str]:
+        """The symbols of one line of a user's input, as every verb and the API read it.
+
+        ``segment``: ``auto`` (default) reads the line as this run does; ``none`` with its
+        tokenizer alone; ``jieba`` cuts the line into words with jieba instead (Chinese text
+        without spaces, word-level runs only). For a run with a ``script``, each symbol with
+        Chinese characters that the vocabulary lacks is converted to that script (OpenCC), and
+        under ``auto`` a word-level run (``kind`` word) that still lacks it cuts it with jieba
+        and reads each piece so (a known piece as written, another converted). Symbols the run
+        knows are never changed.
+
+        Raises:
+            TreelmError: ``jieba`` for a run that reads characters or pieces; jieba or
+                opencc-py needed and not installed.
+        """
+        from treelm.text import chinese
+
+        if segment not in SEGMENTS:
+            raise TreelmError(f"segment must be one of {', '.join(SEGMENTS)}, got {segment!r}")
+        line = line.strip("\r\n")
+        if segment == "jieba":
+            if self.level != "word":
+                raise TreelmError("--segment jieba makes words; this run's model reads "
+                                  "characters or pieces")
+            symbols = chinese.segment(line.strip(), self.script)
+        else:
+            symbols = self.encode_line(line)
+        if self.script is None:
+            return symbols
+        known = self._known or frozenset()
+        cut = segment == "auto" and self.kind == "word"
+        out: list[str] = []
+        for s in symbols:
+            if s in known or not _has_cjk(s):
+                out.append(s)
+                continue
+            convert = chinese.converter(self.script)
+            if (c := convert(s)) in known or not cut:
+                out.append(c)
+                continue
+            out.extend(p if p in known else convert(p) for p in chinese.segment(s, self.script))
         return out
 
     def decode_line(self, symbols: Sequence[str]) -> str:
@@ -72,11 +133,13 @@ class Tokenizer:
         return []
 
     def restrict(self, vocab: Iterable[str]) -> None:
-        """Emit only symbols of ``vocab`` where the segmentation can (piece models; a no-op for
-        the others, whose symbols do not depend on a vocabulary)."""
+        """Emit only symbols of ``vocab`` where the segmentation can (piece models; the others'
+        ``encode_line`` does not depend on a vocabulary). ``read_line`` knows ``vocab`` from
+        here on: what a Chinese run's input conversion leaves alone."""
+        self._known = frozenset(vocab)
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.kind}
+        return {"kind": self.kind, **({"script": self.script} if self.script else {})}
 
     def model_bytes(self) -> bytes | None:
         return None
@@ -160,7 +223,9 @@ class SentencePieceTokenizer(Tokenizer):
 
         from treelm.text.spm import restrict
 
-        self.sp = spm.SentencePieceProcessor(model_proto=restrict(self._model, set(vocab)))
+        known = frozenset(vocab)
+        super().restrict(known)
+        self.sp = spm.SentencePieceProcessor(model_proto=restrict(self._model, set(known)))
 
     def encode_line(self, line: str) -> list[str]:
         return self.sp.encode(line, out_type=str)
@@ -178,20 +243,32 @@ class SentencePieceTokenizer(Tokenizer):
         return self._model
 
 
-def make_tokenizer(kind: str, model: bytes | None = None) -> Tokenizer:
-    """A tokenizer by kind; sentencepiece kinds need their trained ``model`` bytes."""
+def make_tokenizer(kind: str, model: bytes | None = None, script: str | None = None
+                   ) -> Tokenizer:
+    """A tokenizer by kind; sentencepiece kinds need their trained ``model`` bytes. ``script``:
+    the script of a Chinese run's text (:data:`treelm.text.chinese.SCRIPTS`), which
+    :meth:`Tokenizer.read_line` converts input to."""
+    tok: Tokenizer
     if kind == "word":
-        return WordTokenizer()
-    if kind == "char":
-        return CharTokenizer()
-    if kind == "jieba":
-        return JiebaTokenizer()
-    if kind in ("bpe", "unigram"):
+        tok = WordTokenizer()
+    elif kind == "char":
+        tok = CharTokenizer()
+    elif kind == "jieba":
+        tok = JiebaTokenizer()
+    elif kind in ("bpe", "unigram"):
         if model is None:
             raise TreelmError(f"a {kind} tokenizer needs its trained sentencepiece model")
-        return SentencePieceTokenizer(kind, model)
-    raise TreelmError(f"unknown tokenizer {kind!r}; choose one of {', '.join(TOKENIZERS)}")
+        tok = SentencePieceTokenizer(kind, model)
+    else:
+        raise TreelmError(f"unknown tokenizer {kind!r}; choose one of {', '.join(TOKENIZERS)}")
+    if script is not None:
+        from treelm.text.chinese import check_script
+
+        tok.script = check_script(script)
+    return tok
 
 
 def tokenizer_from_spec(spec: dict[str, Any], model: bytes | None = None) -> Tokenizer:
-    return make_tokenizer(str(spec.get("kind")), model)
+    script = spec.get("script")
+    return make_tokenizer(str(spec.get("kind")), model,
+                          None if script is None else str(script))
