@@ -1,6 +1,7 @@
 """Render ``docs/benchmarks.md`` from the newest records in ``benchmarks/results/``, so that every
 figure in the docs is a copy of a measured one; and ``docs/syntax-results.md`` from the newest
-record of ``benchmarks/trees.py`` (:func:`syntax_results`).
+record of ``benchmarks/trees.py`` (:func:`syntax_results`), ``docs/syntax-zh.md`` from the newest
+of ``benchmarks/trees_zh.py`` (:func:`syntax_zh`).
 
     python benchmarks/report.py
 
@@ -273,7 +274,19 @@ def screen_results(results: Path = RESULTS) -> None:
     page.main(results)
 
 
+def syntax_zh(results: Path = RESULTS) -> None:
+    """``docs/syntax-zh.md`` from the newest ``trees-zh`` record (``benchmarks/trees_zh.py``), or
+    the page saying there is none."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    import trees_zh as page
+
+    page.main(results)
+
+
 if __name__ == "__main__":
     main()
     syntax_results()
     screen_results()
+    syntax_zh()
