@@ -69,7 +69,7 @@ def test_known_words_are_never_converted_or_cut():
     tok = _reader(*VOCAB)
     # read as written, without opencc or jieba: every word is known, or not Chinese
     assert tok.read_line("蘋果 的 顏色 是 什麼") == ["蘋果", "的", "顏色", "是", "什麼"]
-    assert tok.read_line("台灣 abc 12") == ["台灣", "abc", "12"]
+    assert tok.read_line("台灣 abc 12 １２") == ["台灣", "abc", "12", "１２"]
     with pytest.raises(TreelmError, match="segment must be"):
         tok.read_line("台灣", "maybe")
 

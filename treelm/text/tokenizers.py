@@ -41,9 +41,11 @@ SEGMENTS = ("auto", "none", "jieba")
 
 
 def _has_cjk(symbol: str) -> bool:
-    # from U+2E80 on: the CJK radicals, punctuation, ideographs and compatibility forms (and
-    # everything above them); Latin, digits and their full-width forms are not converted
-    return any(ch >= "\u2e80" for ch in symbol)
+    # CJK radicals, punctuation, kana and ideographs (U+2E80-U+9FFF), compatibility ideographs
+    # (U+F900-U+FAFF) and the supplementary ideographs (U+20000 on); Latin, digits and their
+    # full-width forms are neither converted nor cut
+    return any("\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or ch >= "\U00020000"
+               for ch in symbol)
 
 
 class Tokenizer:
