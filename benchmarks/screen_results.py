@@ -83,7 +83,7 @@ def table(rec: dict[str, Any]) -> list[str]:
         e = s["recipes"][name]
         by_layer = " / ".join(pct(v) for _, v in sorted(e["official"]["dev_by_layer"].items(),
                                                          key=lambda kv: int(kv[0])))
-        seeds = ", ".join(map(str, e["seeds"])) + ("" if e["complete"] else " (running)")
+        seeds = f"{len(e['seeds'])} of {rec['seeds']}"
         lines.append(
             f"| `{name}` | {e['what']} | {seeds} | {e['valid_ppl']['mean']:.1f} | "
             f"L{e['official']['layer']}: {pm(e['official']['dev'])} | {by_layer} | "
@@ -128,6 +128,10 @@ def plot(rec: dict[str, Any], path: Path) -> None:
     ppl_ax.set_xlabel("tokens seen (millions)")
     ppl_ax.set_ylabel("validation perplexity")
     ppl_ax.set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+    for axis in (ppl_ax.yaxis,):          # plain numbers, not powers of ten
+        axis.set_major_formatter(FormatStrFormatter("%.0f"))
+        axis.set_minor_formatter(FormatStrFormatter("%.0f"))
     ppl_ax.set_title("language model: mean over seeds")
     ppl_ax.grid(alpha=0.3, which="both")
     fig.subplots_adjust(wspace=0.55)
