@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,8 +100,6 @@ def curves_of(events: list[dict[str, Any]], version: str = "none",
 class CurvesReader:
     """The curves of one run's log, re-read only when the file changed (thread-safe)."""
 
-    RETRIES = 3          # reads of a log whose last line is still being appended
-    PAUSE_S = 0.05
 
     def __init__(self, run: str | Path) -> None:
         self.files = RunFiles(run)
@@ -125,15 +122,7 @@ class CurvesReader:
             # stat first, then read: a line appended in between is read now and its change of
             # version makes the next call read again (never the other way round, which would
             # mark a log as read that was not)
-            for attempt in range(self.RETRIES + 1):
-                try:
-                    events = read_metrics(self.files)
-                    break
-                except ValueError as e:      # a line half-written by the trainer as we read
-                    if attempt == self.RETRIES:
-                        raise TreelmError(f"{path}: not a metrics log of JSON lines "
-                                          f"({e})") from None
-                    time.sleep(self.PAUSE_S)
+            events = read_metrics(self.files)   # an unfinished last line is left out
             self._cached = curves_of(events, version, st.st_mtime)
             return self._cached
 

@@ -216,11 +216,24 @@ class MetricsLog:
 
 
 def read_metrics(run: str | Path | RunFiles, event: str | None = None) -> list[dict[str, Any]]:
-    """The events of a run's ``metrics.jsonl`` (only those named ``event`` if given)."""
+    """The events of a run's ``metrics.jsonl`` (only those named ``event`` if given). A last
+    line without its newline is an append still being written, or one a kill or a full disk
+    cut short (a resume cuts it off): it is left out. Any other line that is not an event is
+    a one-line error naming it."""
     files = run if isinstance(run, RunFiles) else RunFiles(run)
     try:
-        lines = files.metrics.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise CheckpointError(f"{files.metrics}: cannot read ({e.strerror})") from None
-    records = [json.loads(ln) for ln in lines if ln.strip()]
+        text = files.metrics.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) else "not UTF-8"
+        raise CheckpointError(f"{files.metrics}: cannot read ({why})") from None
+    lines = text.split("\n")[:-1]          # the text after the last newline is unfinished
+    records = []
+    for i, ln in enumerate(lines, 1):
+        if not ln.strip():
+            continue
+        try:
+            records.append(json.loads(ln))
+        except json.JSONDecodeError:
+            raise CheckpointError(f"{files.metrics}:{i}: not a metrics event (the log was "
+                                  f"edited or damaged)") from None
     return [r for r in records if event is None or r.get("event") == event]
