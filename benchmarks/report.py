@@ -247,6 +247,12 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         keys = [k for k in r[1] if k.startswith(("uninterrupted_", "resumed_"))]
         lines += simple_section("Resume after SIGKILL (`benchmarks/resume_check.py`)", *r,
                                 [*keys, "relative_difference", "identical_loss_curves"])
+    if (r := newest("kill_resume", results)):
+        lines += simple_section("SIGKILL at random moments, then resume "
+                                "(`benchmarks/kill_resume.py`)", *r,
+                                ["config", "trials", "loadable", "identical",
+                                 "kills_in_checkpoint_writes", "kills_in_cleanup",
+                                 "kills_in_log_writes"])
     doc.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     print(f"wrote {doc}")
 
