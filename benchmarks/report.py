@@ -253,8 +253,25 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
                                 ["config", "trials", "loadable", "identical",
                                  "kills_in_checkpoint_writes", "kills_in_cleanup",
                                  "kills_in_log_writes"])
+    if (r := newest("side_by_side", results)):
+        lines += side_by_side_section(*r)
     doc.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     print(f"wrote {doc}")
+
+
+def side_by_side_section(path: Path, rec: dict) -> list[str]:
+    """A training alone and two started together, per OpenMP setting."""
+    out = ["## Two trainings side by side (`benchmarks/side_by_side.py`)", "",
+           f"Record `{_where(path)}`, command `{rec['command']}`; {machine_line(rec)}. "
+           f"`{rec['config']}`, {rec['tokens']:,} training tokens per run; tokens/s of the "
+           f"training steps (validation left out).", "",
+           "| setting | what | alone tokens/s | two at once, each | each / alone |",
+           "| --- | --- | --- | --- | --- |"]
+    for name, e in rec["settings"].items():
+        each = " + ".join(f"{x:,.0f}" for x in e["pair_tok_s_each"])
+        out.append(f"| `{name}` | {e['what']} | {e['alone_tok_s']:,.0f} | {each} | "
+                   f"{e['pair_min_ratio']:.2f} (lower) |")
+    return out + [""]
 
 
 def syntax_results(results: Path = RESULTS) -> None:

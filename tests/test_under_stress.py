@@ -284,3 +284,19 @@ def test_output_without_permission():
         assert out.returncode != 0 and "cannot write the plot (Permission denied)" in out.stderr
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_write_failing_after_the_checks_is_one_line(tmp_path, monkeypatch, capsys):
+    """A disk that fills up while a verb writes (after ``check_output`` passed): one line naming
+    the file, exit 2, no traceback."""
+    import treelm.syntax.render as render
+
+    out = tmp_path / "tree.png"
+
+    def full_disk(tree, path, title=None):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(render, "plot_tree", full_disk)
+    assert main(["plot-tree", "(a (b c))", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"treelm: error: {out}: No space left on device\n"

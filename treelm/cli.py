@@ -89,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     except TreelmError as e:
         print(f"treelm: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if e.filename is None or isinstance(e, BlockingIOError):
+            raise           # not about a file the user named: a bug to see whole
+        # a file that became unreadable or unwritable after the verb's checks (a disk filling
+        # up while a picture is saved, a file removed meanwhile): one line naming it
+        print(f"treelm: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         note = ""
         if args.verb == "train":  # a second Ctrl-C, or one before training started
