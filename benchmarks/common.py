@@ -120,3 +120,16 @@ def write_result(script: str, data: dict[str, Any], merge_key: str | None = None
     if echo:
         print(text)
     return record
+
+
+def find_record(runs: Path, pattern: str, results: Path = RESULTS) -> Path | None:
+    """The newest record in ``results`` matching ``pattern`` (a glob) whose ``runs_dir`` is
+    ``runs``: the record a resumable study or screen over those run directories writes to."""
+    for path in sorted(results.glob(pattern), reverse=True):
+        try:
+            if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == str(
+                    runs.resolve()):
+                return path
+        except (OSError, json.JSONDecodeError):
+            continue
+    return None

@@ -49,7 +49,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import trees_screen  # noqa: E402
-from common import RESULTS, command_line, machine_info, result_path, write_result  # noqa: E402
+from common import (  # noqa: E402
+    command_line,
+    find_record,
+    machine_info,
+    result_path,
+    write_result,
+)
 
 GATES = ("paper", "symmetric")
 RULES = ("official", "split")
@@ -112,18 +118,6 @@ def study_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- the record
-def find_record(runs: Path, results: Path = RESULTS) -> Path | None:
-    """The newest record in ``results`` of the study whose runs are in ``runs``."""
-    for path in sorted(results.glob("trees-[0-9]*.json"), reverse=True):
-        try:
-            if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == str(
-                    runs.resolve()):
-                return path
-        except (OSError, json.JSONDecodeError):
-            continue
-    return None
-
-
 def load_record(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
     """The record at ``path`` if it exists, refused when it holds another study."""
     if not path.exists():
@@ -331,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = study_settings(args)
-    out = args.out or find_record(args.runs) or result_path("trees")
+    out = args.out or find_record(args.runs, "trees-[0-9]*.json") or result_path("trees")
     record = load_record(out, settings)
     runs: dict[str, Any] = dict(record.get("runs", {}))
     baselines = record.get("baselines") or score_baselines(args)

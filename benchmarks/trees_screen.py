@@ -52,7 +52,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from common import machine_info, result_path, write_result  # noqa: E402
+from common import find_record, machine_info, result_path, write_result  # noqa: E402
 
 RULES = ("official", "split")
 #: The paper's recipe at 400 units on the CPU config (Shen et al. 2019, Sec. 6.1; the official
@@ -284,19 +284,6 @@ def add_to_record(out: Path, screen: dict[str, Any], key: str | None,
         return record
 
 
-def find_record(runs_dir: Path) -> Path | None:
-    from common import RESULTS
-
-    for path in sorted(RESULTS.glob("trees-screen-*.json"), reverse=True):
-        try:
-            if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == str(
-                    runs_dir.resolve()):
-                return path
-        except (OSError, json.JSONDecodeError):
-            continue
-    return None
-
-
 def main(args: argparse.Namespace) -> dict[str, Any]:
     if args.budget < 1 or args.eval_every_tokens < 1:
         raise ScreenError("--budget and --eval-every-tokens must be >= 1")
@@ -304,7 +291,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         args.runs = Path("runs/trees-screen")
     args.runs.mkdir(parents=True, exist_ok=True)
     screen = settings(args)
-    out = args.out or find_record(args.runs) or result_path("trees-screen")
+    out = args.out or find_record(args.runs, "trees-screen-*.json") or result_path(
+        "trees-screen")
     record = add_to_record(out, screen, None, None, args)     # refuses another screen early
     for recipe, seed in plan(args.recipes, args.seeds):
         key, run = run_name(recipe, seed), args.runs / run_name(recipe, seed)

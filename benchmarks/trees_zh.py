@@ -41,6 +41,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+import common  # noqa: E402
 import syntax_results as english  # noqa: E402
 from common import RESULTS, command_line, result_path, write_result  # noqa: E402
 from syntax_results import (  # noqa: E402
@@ -88,14 +89,7 @@ def study_argv(argv: Sequence[str]) -> tuple[list[str], Path]:
 
 def find_record(runs: Path, results: Path = RESULTS) -> Path | None:
     """The newest trees-zh record of the study whose runs are in ``runs``."""
-    for path in sorted(results.glob(f"{SCRIPT}-*.json"), reverse=True):
-        try:
-            if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == str(
-                    runs.resolve()):
-                return path
-        except (OSError, json.JSONDecodeError):
-            continue
-    return None
+    return common.find_record(runs, f"{SCRIPT}-*.json", results)
 
 
 def su_trees(run_dir: str | Path, sentences: Sequence[str] = SU_SENTENCES) -> dict[str, Any]:

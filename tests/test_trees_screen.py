@@ -6,7 +6,6 @@ one record at once lose nothing. Also ``train.eval_every_units`` itself."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import multiprocessing
 import sys
@@ -15,6 +14,7 @@ from types import ModuleType
 
 import pytest
 import yaml
+from test_trees_benchmark import DEV, _load  # the study's tiny dev treebank and loader
 
 from treelm.cli import main as treelm
 from treelm.rundir.files import RunFiles, read_metrics
@@ -22,19 +22,6 @@ from treelm.rundir.lock import RunLock
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny.txt"
-DEV = """\
-( (S (NP-SBJ (NNS Shares) ) (VP (VBD rose) (NP (CD 3) (NN %) )) (. .) ))
-( (S (NP-SBJ (DT the) (NN company) ) (VP (VBD sold) (NP (DT the) (NN unit) )) (. .) ))
-"""
-
-
-def _load(name: str) -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
