@@ -345,7 +345,11 @@ def test_serve_refuses_what_is_not_a_run(tmp_path, capsys):
     assert main(["serve", str(tmp_path), "--port", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("treelm: error:")
-    assert main(["serve", str(tmp_path), "--port", "70000"]) == 2
+    with pytest.raises(SystemExit) as stop:          # a usage error, as the parser reports it
+        main(["serve", str(tmp_path), "--port", "70000"])
+    assert stop.value.code == 2
+    assert "argument --port: must be an integer in [0, 65535], got 70000" in \
+        capsys.readouterr().err
 
 
 def test_the_latency_benchmark_runs_and_writes_where_told(tiny_runs, tmp_path, root):

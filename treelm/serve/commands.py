@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from treelm.errors import TreelmError
-from treelm.verb import add_verb
+from treelm.verb import Number, add_verb
 
 SERVE_EPILOG = """examples:
   treelm serve runs/onlstm                       # then open http://127.0.0.1:8000/
@@ -26,8 +26,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     from treelm.serve.server import App, make_server
 
-    if not 0 <= args.port <= 65535:
-        raise TreelmError(f"--port must be from 0 to 65535, got {args.port}")
     app = App.open(args.runs, args.checkpoint)
     try:
         server = make_server(app, args.host, args.port, quiet=not args.log)
@@ -51,7 +49,8 @@ def add_serve(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", metavar="RUN", help="trained run directories")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free one)")
+    p.add_argument("--port", type=Number(int, at_least=0, at_most=65535), default=8000,
+                   help="port (default 8000; 0: any free one)")
     p.add_argument("--checkpoint", choices=["best", "last"], default="best",
                    help="which weights of each run (default best)")
     p.add_argument("--log", action="store_true", help="print one line per request on stderr")
