@@ -45,7 +45,7 @@ SETTINGS: dict[str, tuple[str, dict[str, str]]] = {
               "rounds), no busy-core check", {"GOMP_SPINCOUNT": "300000",
                                              "TREELM_BUSY_CHECK": "0"}),
     "treelm": ("treelm's defaults (nothing set)", {}),
-    "short": ("GOMP_SPINCOUNT=10000 (a few microseconds), no busy-core check",
+    "short": ("GOMP_SPINCOUNT=10000 (tens of microseconds), no busy-core check",
               {"GOMP_SPINCOUNT": "10000", "TREELM_BUSY_CHECK": "0"}),
     "passive": ("OMP_WAIT_POLICY=PASSIVE, no busy-core check",
                 {"OMP_WAIT_POLICY": "PASSIVE", "TREELM_BUSY_CHECK": "0"}),

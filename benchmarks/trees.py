@@ -38,8 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import statistics
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,19 +54,21 @@ from common import (  # noqa: E402
     result_path,
     write_result,
 )
+from tree_runs import (  # noqa: E402
+    BASELINES,
+    RULES,
+    StudyError,
+    curve,
+    finished,
+    mean_std,
+    run_command,
+    train_to_end,
+)
 
 GATES = ("paper", "symmetric")
-RULES = ("official", "split")
-#: The baselines scored beside the runs, in table order.
-BASELINES = ("right_branching", "left_branching", "balanced", "random",
-             "random_levels_official", "random_levels_split")
 #: Keys a study keeps across reruns: a rerun with other values would mix two studies.
 STUDY_KEYS = ("config", "minutes", "dev", "test", "precision", "overrides", "eval_every")
 EXAMPLE_WORDS = 12      # the drawn test sentence: the first whose length is nearest to this
-
-
-class StudyError(Exception):
-    """A problem with the arguments or the record; printed as one line."""
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -152,26 +152,8 @@ def train_command(args: argparse.Namespace, run: Path, gate: str, seed: int) -> 
     return [*base, "--config", str(config), "--out", str(run), "--force", *overrides]
 
 
-def run_command(cmd: list[str]) -> int:
-    """Run one training to its end (a test replaces this to see the commands)."""
-    return subprocess.run(cmd).returncode
-
-
-def finished(run: Path) -> bool:
-    from treelm.rundir.files import RunFiles, read_metrics
-
-    return RunFiles(run).metrics.exists() and bool(read_metrics(run, "done"))
-
-
 def train(args: argparse.Namespace, run: Path, gate: str, seed: int) -> None:
-    cmd = train_command(args, run, gate, seed)
-    print("+", shlex.join(["treelm", *cmd[3:]]), file=sys.stderr, flush=True)
-    code = run_command(cmd)
-    if code == 130:
-        raise StudyError(f"{run}: training interrupted; rerun the same command to continue")
-    if code != 0 or not finished(run):
-        raise StudyError(f"{run}: training failed (exit {code}); rerun the same command to "
-                         f"continue it")
+    train_to_end(train_command(args, run, gate, seed), run, run_command)
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -205,15 +187,6 @@ def example_sentence(treebank: str) -> dict[str, Any]:
     return {"choice": f"the first sentence of {treebank} whose length is nearest to "
                       f"{EXAMPLE_WORDS} words", "source": golds[i].source,
             "words": golds[i].words, "gold": golds[i].tree}
-
-
-def curve(run: Path) -> list[dict[str, float]]:
-    """The validations of a run: tokens, minutes, perplexity and the logged tree F1."""
-    from treelm.rundir.files import read_metrics
-
-    return [{"tokens": v["tokens"], "minutes": round(v["elapsed"] / 60, 3), "ppl": v.get("ppl"),
-             **{k.removeprefix("parse_f1/"): v[k] for k in v if k.startswith("parse_f1/")}}
-            for v in read_metrics(run, "valid")]
 
 
 def score_run(args: argparse.Namespace, run: Path, gate: str, seed: int,
@@ -258,12 +231,6 @@ def progress_entry(run: Path, gate: str, seed: int) -> dict[str, Any] | None:
 
 
 # ----------------------------------------------------------------------------- summary
-def mean_std(values: Sequence[float]) -> dict[str, Any]:
-    vals = [float(v) for v in values]
-    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1
-            else 0.0, "n": len(vals), "runs": vals}
-
-
 def _rb(baselines: dict[str, Any], part: str) -> float:
     return baselines[part]["baselines"]["right_branching"]["sentence_f1"]
 

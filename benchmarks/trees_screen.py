@@ -40,9 +40,6 @@ import argparse
 import fcntl
 import json
 import os
-import shlex
-import statistics
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -53,8 +50,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from common import find_record, machine_info, result_path, write_result  # noqa: E402
+from tree_runs import (  # noqa: E402
+    BASELINES,
+    RULES,
+    StudyError,
+    curve,
+    finished,
+    held,
+    mean_std,
+    run_command,
+    train_to_end,
+)
 
-RULES = ("official", "split")
 #: The paper's recipe at 400 units on the CPU config (Shen et al. 2019, Sec. 6.1; the official
 #: README's command): the base every other recipe changes one factor of.
 PAPER = ("train.optimizer=ntasgd", "train.lr=30", "train.batch_size=20", "train.bptt=70",
@@ -82,8 +89,7 @@ RECIPES: dict[str, tuple[str, tuple[str, ...]]] = {
 SCREEN_KEYS = ("config", "budget", "eval_every", "dev", "precision", "overrides")
 
 
-class ScreenError(Exception):
-    """A problem with the arguments or the record; printed as one line."""
+ScreenError = StudyError     # (one kind of error for the study and the screen)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -140,17 +146,6 @@ def merged(overrides: Sequence[str]) -> list[str]:
     return list(by_key.values())
 
 
-def run_command(cmd: list[str]) -> int:
-    """Run one training to its end (a test replaces this to see the commands)."""
-    return subprocess.run(cmd).returncode
-
-
-def finished(run: Path) -> bool:
-    from treelm.rundir.files import RunFiles, read_metrics
-
-    return RunFiles(run).metrics.exists() and bool(read_metrics(run, "done"))
-
-
 @contextmanager
 def claimed(path: Path) -> Iterator[bool]:
     """Hold ``path``'s lock for the block if nobody holds it: yields whether it was taken."""
@@ -185,13 +180,14 @@ def run_entry(run: Path, recipe: str, seed: int) -> dict[str, Any]:
     """A finished run: its curve (tokens, perplexity, dev F1 per rule and layer) and the figures
     of the validation its checkpoint ``best`` holds (the lowest validation loss among those at
     epoch ends and the budget's end: the loop chooses among those alone)."""
-    from trees import curve
-
     from treelm.rundir.files import read_metrics
 
     points = curve(run)
     done = read_metrics(run, "done")[-1]
-    best = min(points, key=lambda p: (abs(p["ppl"] - done["best_valid_ppl"]), p["tokens"]))
+    # the loop keeps as best only validations at epoch ends and at the budget's end
+    kept = [p for p, v in zip(points, read_metrics(run, "valid"))
+            if v.get("epoch_end") or v.get("budget_end")]
+    best = min(kept, key=lambda p: (abs(p["ppl"] - done["best_valid_ppl"]), p["tokens"]))
     layers = sorted({int(k.split("/L")[1]) for p in points for k in p if "/L" in k})
     return {"recipe": recipe, "seed": seed, "run_dir": str(run), "tokens": done["tokens"],
             "minutes": round(done["elapsed"] / 60, 3), "precision": done.get("precision"),
@@ -201,19 +197,11 @@ def run_entry(run: Path, recipe: str, seed: int) -> dict[str, Any]:
 
 
 def dev_baselines(dev: str, seeds: int) -> dict[str, Any]:
-    from trees import BASELINES
-
     from treelm.syntax.report import parsing_report
 
     rep = parsing_report(dev, None, baselines=BASELINES, seeds=range(seeds))
     return {"n_sentences": rep["n_sentences"], "n_words": rep["n_words"],
             "baselines": {b: r["sentence_f1"] for b, r in rep["baselines"].items()}}
-
-
-def _stats(values: Sequence[float]) -> dict[str, Any]:
-    vals = [float(v) for v in values]
-    return {"mean": statistics.fmean(vals),
-            "std": statistics.stdev(vals) if len(vals) > 1 else 0.0, "runs": vals}
 
 
 def summarize(runs: dict[str, Any], baselines: dict[str, Any], recipes: Sequence[str],
@@ -228,10 +216,10 @@ def summarize(runs: dict[str, Any], baselines: dict[str, Any], recipes: Sequence
             continue
         entry: dict[str, Any] = {"what": RECIPES[recipe][0], "seeds": [r["seed"] for r in mine],
                                  "complete": len(mine) >= seeds,
-                                 "valid_ppl": _stats([r["best_valid_ppl"] for r in mine])}
+                                 "valid_ppl": mean_std([r["best_valid_ppl"] for r in mine])}
         for rule in RULES:
             layers = sorted(mine[0]["dev"][rule], key=int)
-            by_layer = {k: _stats([r["dev"][rule][k] for r in mine]) for k in layers}
+            by_layer = {k: mean_std([r["dev"][rule][k] for r in mine]) for k in layers}
             best = max(layers, key=lambda k: (by_layer[k]["mean"], -int(k)))
             entry[rule] = {"layer": int(best), "dev": by_layer[best],
                            "dev_by_layer": {k: v["mean"] for k, v in by_layer.items()},
@@ -308,15 +296,11 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                 record = current
                 continue
             if not finished(run):
-                cmd = train_command(args, run, recipe, seed)
-                print("+", shlex.join(["treelm", *cmd[3:]]), file=sys.stderr, flush=True)
-                code = run_command(cmd)
-                if code == 130:
-                    raise ScreenError(f"{run}: training interrupted; rerun the same command "
-                                      f"to continue")
-                if code != 0 or not finished(run):
-                    raise ScreenError(f"{run}: training failed (exit {code}); rerun the same "
-                                      f"command to continue it")
+                if held(run):     # a training started elsewhere (by hand, another machine)
+                    print(f"{key}: another process is training it", file=sys.stderr,
+                          flush=True)
+                    continue
+                train_to_end(train_command(args, run, recipe, seed), run, run_command)
             record = add_to_record(out, screen, key, run_entry(run, recipe, seed), args)
             print(f"{key}: added to {out}", file=sys.stderr, flush=True)
     print(json.dumps(record["summary"], indent=2))

@@ -218,7 +218,8 @@ CASES: list[tuple[Any, ...]] = [
                         "{tmp}/a.txt"], "must end in .png"),
     # ---------------------------------------------------------------- serve
     ("serve-not-a-run", ["serve", "{tmp}", "--port", "0"], "not a treelm run directory"),
-    ("serve-port", ["serve", "{run}", "--port", "70000"], "argument --port: must be an integer in [0, 65535], got 70000"),
+    ("serve-port", ["serve", "{run}", "--port", "70000"],
+     "argument --port: must be an integer in [0, 65535], got 70000"),
     # ---------------------------------------------------------------- issue 25: unknown symbols
     # --unk error refuses, naming the input line and the symbols ({tag}: a tagging run, {tr}: a
     # BPE translation run, whose only unknown symbols are characters its piece model never saw)

@@ -196,3 +196,50 @@ def test_page_from_the_tiny_record(screen, tmp_path):
     # a screen with no recipe complete chooses nothing, and says so
     rec["summary"]["chosen"] = None
     assert "No recipe chosen yet" in page.render(screen.out, rec, doc)
+
+
+def test_a_run_another_process_trains_is_left_alone(screen, trees, screen_mod):
+    """A run whose writer lock is held (a training started by hand, or by a worker on another
+    machine) is neither retrained nor resumed."""
+    runs = screen.root / "runs"
+    run = runs / "bptt35-seed1"
+    run.mkdir(parents=True, exist_ok=True)
+    screen.commands.clear()
+    with RunLock(RunFiles(run).lock):
+        screen.run(trees, screen_mod, ["paper", "adam", "control", "bptt35"])
+    assert screen.commands == [] and "bptt35-seed1" not in screen.record()["runs"]
+
+
+def test_a_training_dies_with_the_worker_that_started_it(tmp_path):
+    """SIGKILL the worker: its child training gets SIGTERM (and saves and stops), so no orphan
+    keeps the run's lock."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    child = (f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+             f"time.sleep(120)")
+    parent = (f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
+              f"import tree_runs; tree_runs.run_command([sys.executable, '-c', {child!r}])")
+    worker = subprocess.Popen([sys.executable, "-c", parent])
+    try:
+        for _ in range(200):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            raise AssertionError("the child outlived its worker")
+    finally:
+        worker.kill()

@@ -300,3 +300,16 @@ def test_a_write_failing_after_the_checks_is_one_line(tmp_path, monkeypatch, cap
     assert main(["plot-tree", "(a (b c))", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == f"treelm: error: {out}: No space left on device\n"
+
+
+def test_only_a_full_disk_is_told_to_make_room(tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", "--config", CFG, "--out", str(run), "train.epochs=1", "--quiet",
+                 "train.max_units=200"]) == 0
+    inside = str(run / "ckpt" / "x")
+    full = write_failure(run, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), inside))
+    denied = write_failure(run, OSError(errno.EACCES, os.strerror(errno.EACCES), inside))
+    assert full is not None and denied is not None
+    assert "make room, then `treelm train --resume" in str(full)
+    assert "(EACCES)" in str(denied) and "mend that, then `treelm train --resume" in str(denied)
+    assert "make room" not in str(denied)

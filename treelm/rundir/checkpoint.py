@@ -70,12 +70,9 @@ def read_pointer(run: Path) -> dict[str, Any]:
 
 class CheckpointWriteError(OSError):
     """A checkpoint that could not be written: ``filename`` the file being written, ``removed``
-    the unfinished checkpoint's directory (already deleted; None if none was made), ``last`` the
-    last good checkpoint (relative to the run, as ``checkpoint.json`` names it; None before the
-    first)."""
+    the unfinished checkpoint's directory (already deleted; None if none was made)."""
 
     removed: Path | None
-    last: str | None
 
 
 def weights_bytes(model: nn.Module) -> bytes:
@@ -127,7 +124,6 @@ def save_checkpoint(
         ptr = read_pointer(run)
     except CheckpointError:
         ptr = {"format": FORMAT, "model": signature}
-    last_good = ptr.get("last")
     new: Path | None = None
     writing = ckdir
     try:
@@ -163,7 +159,7 @@ def save_checkpoint(
         if new is not None:
             shutil.rmtree(new, ignore_errors=True)
         err = CheckpointWriteError(e.errno, e.strerror or str(e), str(writing))
-        err.removed, err.last = new, last_good
+        err.removed = new
         raise err from e
     _fsync_dir(run)
     keep = {ptr["last"], ptr["best"]}

@@ -68,7 +68,10 @@ class Tokenizer:
         return out
 
     def read_line(self, line: str, segment: str = "auto") -> list[str]:
-        """The symbols of one line of a user's input, as every verb and the API read it.
+        """The symbols of one line of a user's input, as the tree verbs (``parse``, ``plot``,
+        ``plot-tree --run``) and the API's ``parse``/``levels`` (so ``serve``'s trees) read it;
+        ``score``, ``probe``, ``generate`` and ``eval --data`` still read with the training
+        reader (``encode``), without conversion or jieba.
 
         ``segment``: ``auto`` (default) reads the line as this run does; ``none`` with its
         tokenizer alone; ``jieba`` cuts the line into words with jieba instead (Chinese text

@@ -134,10 +134,14 @@ def write_failure(run: Path, e: OSError) -> TreelmError | None:
     what += f"{e.strerror or e}" + (f" ({name})" if name else "")
     if isinstance(e, CheckpointWriteError) and e.removed is not None:
         what += f"; the unfinished checkpoint {e.removed} was removed"
+    # only a full disk wants room; anything else (permissions, a read-only or failing disk)
+    # wants its cause mended first
+    then = "make room" if e.errno in DISK_FULL else "mend that"
     try:
         last = read_pointer(run)["last"]
+        # (a failure's path: reading the state once for its step costs nothing that matters)
         step = load_trainer_state(run)["loop"]["step"]
     except (CheckpointError, KeyError, TypeError):
         return TreelmError(f"{what}; {run} holds no complete checkpoint")
     return TreelmError(f"{what}; the last good checkpoint is {run / last} (step {step:,}): "
-                       f"make room, then `treelm train --resume {run}` continues from it")
+                       f"{then}, then `treelm train --resume {run}` continues from it")

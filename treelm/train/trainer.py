@@ -65,9 +65,6 @@ class Trainer(Persistence):
         self.cfg, self.files = self.config.raw, files
         if self.tc.threads:
             torch.set_num_threads(self.tc.threads)
-        if torch.get_num_threads() > 1 and not quiet and (
-                note := omp.busy_note(torch.get_num_threads())):
-            print(note, file=sys.stderr, flush=True)    # sharing cores: say so before timing
         torch.set_flush_denormal(self.tc.flush_denormal)
         if self.tc.deterministic:       # before anything touches CUDA (cuBLAS reads its env)
             use_deterministic()
@@ -77,6 +74,9 @@ class Trainer(Persistence):
             self.device = torch.device("cuda", self.dist.local_rank)
             torch.cuda.set_device(self.device)
         self.quiet = quiet or not self.dist.main
+        if torch.get_num_threads() > 1 and not self.quiet and not self.dist.enabled and (
+                note := omp.busy_note(torch.get_num_threads())):   # (DDP's ranks are busy
+            print(note, file=sys.stderr, flush=True)               # cores by design)
         torch.manual_seed(self.config.seed)
         self.task = build_task(self.config, self.device, self.dist.rank, self.dist.world,
                                files if resume else None)
@@ -393,11 +393,13 @@ class Trainer(Persistence):
                     win_t0, win_units_timed = now, 0
                 by_time = tc.eval_every_minutes and (s.elapsed - s.last_eval
                                                      >= 60 * tc.eval_every_minutes)
-                # by units: this batch crossed a multiple (no state, so a resume agrees)
-                by_units = tc.eval_every_units and (
+                # by units: this batch crossed a multiple (no state, so a resume agrees); not
+                # on an epoch's last batch, whose validation follows at once
+                by_units = tc.eval_every_units and not batch.last and (
                     s.tokens // tc.eval_every_units > (s.tokens - units) // tc.eval_every_units)
-                # not when the budget ends here: its final validation follows at once
-                if (by_time or by_units) and not self.out_of_time():
+                # not when the budget ends here: its final validation follows at once (every
+                # rank decides alike, as below)
+                if (by_time or by_units) and not D.any_rank(self.out_of_time(), self.dist):
                     ev = self._validate()
                     self.event("valid", **ev.scores, **self.tree_f1)
                     self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
