@@ -313,3 +313,20 @@ def test_only_a_full_disk_is_told_to_make_room(tmp_path):
     assert "make room, then `treelm train --resume" in str(full)
     assert "(EACCES)" in str(denied) and "mend that, then `treelm train --resume" in str(denied)
     assert "make room" not in str(denied)
+
+
+def test_force_leaves_nothing_of_the_replaced_run_in_the_pointer(tmp_path, monkeypatch):
+    """``train --force`` over a finished run: from its step-0 checkpoint on (a kill right
+    after it, before any validation), ``best`` and ``last`` name the new run's checkpoint."""
+    from treelm.train.trainer import Trainer
+
+    run = tmp_path / "run"
+    base = ["train", "--config", CFG, "--out", str(run), "--quiet"]
+    assert main([*base, "train.max_units=300"]) == 0
+    old = read_pointer(run)
+    monkeypatch.setattr(Trainer, "train", lambda self: None)    # stops after the step-0 save
+    main([*base, "--force", "model.sizes=[12,16,12]"])
+    ptr = read_pointer(run)
+    assert ptr["model"] != old["model"] and ptr["best"] == ptr["last"]
+    assert {ptr["best"], ptr["last"]}.isdisjoint({old["best"], old["last"]})
+    assert load_run(run, "best").model is not None      # the new run's weights, its signature

@@ -112,18 +112,22 @@ def save_checkpoint(
     best: bool,
     averager: Any = None,
     precision: str | None = None,
+    fresh: bool = False,
 ) -> None:
-    """Write a new checkpoint as ``last`` (and ``best`` when ``best``).
+    """Write a new checkpoint as ``last`` (and ``best`` when ``best``, or when ``fresh``: the
+    first checkpoint of a new run, whose pointer forgets one a replaced run left behind).
 
     With an active NT-ASGD ``averager`` the averaged weights go to ``averaged.safetensors`` too:
     evaluation uses them, a resume the live ones. ``precision`` (``fp32`` | ``bf16``, what the run
     trains in) is noted in the pointer, so that evaluation and inference follow it.
     """
     ckdir = run / CKPT
-    try:
-        ptr = read_pointer(run)
-    except CheckpointError:
-        ptr = {"format": FORMAT, "model": signature}
+    ptr: dict[str, Any] = {"format": FORMAT, "model": signature}
+    if not fresh:
+        try:
+            ptr = read_pointer(run)
+        except CheckpointError:
+            pass
     new: Path | None = None
     writing = ckdir
     try:

@@ -57,7 +57,7 @@ class Persistence:
                 # what the run trains in and why (auto's measurements), before the step-0
                 # checkpoint so that a resume from it keeps the line
                 self.event("precision", **self.choice.as_dict())
-            self.save()
+            self.save(fresh=True)
         except RunLockedError:
             raise                   # another process's run: nothing here is ours to remove
         except BaseException as e:
@@ -86,7 +86,9 @@ class Persistence:
         """Release the run directory (the lock); safe to call twice."""
         self.lock.release()
 
-    def save(self, best: bool = False) -> None:
+    def save(self, best: bool = False, fresh: bool = False) -> None:
+        """A checkpoint as ``last`` (and ``best``); ``fresh``: the first of a new run, so that a
+        pointer left by the run ``--force`` replaces names nothing of it any more."""
         t0 = self._tick()
         self.s.metrics_bytes = self.metrics.nbytes
         state = {"loop": dataclasses.asdict(self.s),
@@ -98,7 +100,7 @@ class Persistence:
         if self.dist.main:
             save_checkpoint(self.files.path, self.model, state, self.signature, best,
                             self.averager if self.averager.active else None,
-                            precision=self.s.precision or None)
+                            precision=self.s.precision or None, fresh=fresh)
         D.barrier(self.dist)
         self.save_seconds = self._tick() - t0
 
