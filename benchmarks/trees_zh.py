@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,7 +44,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import common  # noqa: E402
 import syntax_results as english  # noqa: E402
-from common import RESULTS, command_line, result_path, write_result  # noqa: E402
+from common import RESULTS, result_path, write_result  # noqa: E402
 from syntax_results import (  # noqa: E402
     BASELINE_TITLES,
     GATE_TITLES,
@@ -126,7 +127,7 @@ def run_study(argv: Sequence[str]) -> dict[str, Any]:
     args, out = study_argv(argv)
     before = json.loads(out.read_text(encoding="utf-8")).get("su") if out.exists() else None
     rec = trees.main(args)           # writes the record without "su": added back below
-    ours = command_line()
+    ours = shlex.join(["python", "benchmarks/trees_zh.py", *argv])   # the study's own command
     rec = {k: v for k, v in rec.items() if k not in ("script", "date", "machine")}
     rec = add_su({**rec, "command": ours,
                   "commands": [c for c in rec.get("commands", []) if c != rec.get("command")]
