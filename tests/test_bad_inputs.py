@@ -164,7 +164,12 @@ CASES: list[tuple[Any, ...]] = [
     # ---------------------------------------------------------------- syntax verbs
     ("parse-empty", ["parse", "{run}", ""], "no input: the sentence is empty"),
     ("parse-layer", ["parse", "{run}", "the cat", "--layer", "9"], "--layer 9"),
-    ("parse-layer-text", ["parse", "{run}", "the cat", "--layer", "top"], "--layer must be"),
+    ("parse-layer-text", ["parse", "{run}", "the cat", "--layer", "top"],
+     "argument --layer: must be a layer number or 'all', got top"),
+    ("plot-layer-all", ["plot", "{run}", "the cat", "--layer", "all", "-o", "{tmp}/p.png"],
+     "argument --layer: 'all' is not possible here"),
+    ("eval-parse-labels-none", ["eval-parse", "{run}", "--treebank", "{tmp}/t.mrg", "--labels",
+                                " , "], "argument --labels: give one label or more"),
     ("parse-file", ["parse", "{run}", "--input", "{tmp}/none.txt"], "none.txt: no such file"),
     ("parse-both", ["parse", "{run}", "the cat", "--input", "{tmp}/short.txt"], "not both"),
     ("parse-batch", ["parse", "{run}", "the cat", "--batch-size", "0"], "--batch-size"),

@@ -1,29 +1,37 @@
-"""Bad flag values for every flag of every verb, generated from the parsers of
+"""Bad values for every flag and argument of every verb, generated from the parsers of
 :func:`treelm.cli.build_parser`: a flag added later is tried without anyone writing its case.
 Each must end the command with exactly one line on stderr (no traceback) and exit status 2; the
-line names the flag, or the path for a path's case.
+line names the flag, or the value (a path, a layer, a cell) for a case the verb finds running.
 
-The cases, per flag (``--help`` aside):
+The cases (``--help`` aside; a switch has nothing to get wrong), each where it applies
+(:func:`applicable` says which, and :func:`test_the_generated_cases_cover_every_flag_of_every_verb`
+that each is there):
 
-* **missing value**: the flag last, without its value (every flag that takes one);
-* **wrong type**: ``abc`` (and ``2.5`` for an integer) for a flag with a numeric ``type``;
-* **out of range**: a word outside its ``choices``; for a :class:`treelm.verb.Number`, values
-  just outside its bounds, and ``nan`` and ``inf`` for a float;
-* **unreadable path** (a path flag that is read): a path through a regular file
-  (``plain.txt/none``, which no process can open, root included) and, for a ``FILE`` flag, a
-  directory;
-* **unwritable path** (a path flag that is written): a path through a regular file, and, for a
+* **missing**: a flag last, without its value; a required positional left out;
+* **type**: a value of the wrong kind: ``abc`` (and ``2.5`` for an integer) for a numeric flag;
+  for a flag whose text has a form (``FORMS``, by metavar), text outside it (``--layer abc``);
+* **range**: a value of the right kind outside what is allowed: a word outside ``choices``; for
+  a :class:`treelm.verb.Number`, values just outside its bounds, and ``nan`` and ``inf`` for a
+  float; for a ``FORMS`` flag, values the parser or the verb refuses (``--layer 0``, a layer the
+  run lacks, a cell or a label that does not exist, a host that cannot be listened on);
+* **unreadable** (a path that is read, a run directory included): a path through a regular file
+  (``plain.txt/none``, which no process can open, root included) and a directory where a file
+  (``FILE``) or a run (a positional ``RUN_DIR``) is read;
+* **unwritable** (a path that is written): a path through a regular file, and, for a
   ``FILE.<ext>`` flag, a directory.
 
-Which flags are paths, by rule: a flag whose metavar (what ``--help`` shows) has a ``FILE``,
-``PATH`` or ``DIR`` part. It is written when it is ``-o``/``--output``/``--out`` or its metavar
-names a file of one kind (``FILE.png``, ``FILE.csv``), and read otherwise (``--input FILE``,
-``--runs RUN_DIR``).
+Which arguments are paths, by rule: those whose metavar (what ``--help`` shows) has a ``FILE``,
+``PATH``, ``DIR`` or ``RUN`` part. One is written when it is ``-o``/``--output``/``--out`` or its
+metavar names a file of one kind (``FILE.png``, ``FILE.csv``), and read otherwise (``--input
+FILE``, ``--runs RUN_DIR``, the ``RUN_DIR`` of ``treelm eval``). Every other flag that takes
+text (not a number, not one of ``choices``) has a form with bad values in ``FORMS`` or accepts
+any text, which ``FREE_TEXT`` says, with the reason.
 
-The first three are usage errors of the parser, tried on each verb's positionals alone. The path
-cases run the verb, from the smallest valid command line in ``BASE`` (tiny runs trained once per
-session, ``tests/conftest.py``); a new verb with a path flag adds its line there, and
-:func:`test_every_verb_with_a_path_flag_has_a_base` says so.
+A case is a usage error of the parser (tried on placeholders for the positionals), or the verb
+finds it running: the path cases and the ``FORMS`` cases marked ``RUN`` run the verb from the
+smallest valid command line in ``BASE`` (tiny runs trained once per session,
+``tests/conftest.py``); a new verb with such a case adds its line there, and
+:func:`test_every_verb_that_runs_a_case_has_a_base` says so.
 """
 
 from __future__ import annotations
@@ -31,23 +39,30 @@ from __future__ import annotations
 import argparse
 import io
 import re
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from treelm.cli import build_parser, main
+from treelm.parsing.commands import LayerArg, label_list
 from treelm.verb import Number
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# the smallest valid command line of each verb that has a path flag, one list per flag or
-# positional ({run}: a language-model run, {tag}: a tagging run, {tr}: a translation run, {tmp}:
-# a fresh directory holding tiny.mrg); the flag under test is appended, so it wins over a value
-# given here, and a flag of its mutually exclusive group is left out
+# the smallest valid command line of each verb that has a case it finds running, one list per
+# flag or positional ({run}: a language-model run, {tag}: a tagging run, {tr}: a translation run,
+# {tmp}: a fresh directory holding tiny.mrg); the words that do not start with "-" are the
+# positionals, in order. A flag under test is appended, so it wins over a value given here, and a
+# flag of its mutually exclusive group is left out; a positional under test takes the place of
+# its own
 BASE: dict[str, list[list[str]]] = {
     "train": [["--config", "configs/tiny-lm.yaml"], ["--out", "{tmp}/out"], ["--quiet"]],
     "eval": [["{run}"]],
+    "generate": [["{run}"], ["--length", "3"]],
+    "probe": [["{run}"], ["--prompt", "the"]],
     "gradflow": [["--cells", "elman"], ["--hidden", "4"], ["--length", "3"],
                  ["--batch-size", "2"]],
     "parse": [["{run}"]],
@@ -57,11 +72,62 @@ BASE: dict[str, list[list[str]]] = {
     "tag": [["{tag}"]],
     "suite agreement": [["{run}"]],
     "translate": [["{tr}"]],
+    "serve": [["{run}"], ["--port", "0"]],
 }
+# what a flag's case needs beyond its verb's BASE: plot-tree's layer is a run's
+NEEDS: dict[tuple[str, str], list[list[str]]] = {("plot-tree", "--layer"): [["--run", "{run}"]]}
 # a flag that is a whole command line by itself: --resume takes the run's own config and output
 ALONE = {("train", "--resume")}
 RUNS = {"{run}": "lm_run", "{tag}": "tagging_run", "{tr}": "bpe_translation_run"}
 STDIN = "the company said\n"        # for a verb that reads stdin when no input is named
+
+PARSE, RUN = "parse", "run"      # a usage error of the parser; or found by the verb running
+
+
+@dataclass(frozen=True)
+class Bad:
+    """A bad value of a ``FORMS`` flag: its case, the text, when it is found and what the error
+    line says (a regular expression; for a ``PARSE`` case, after ``argument FLAG: ``)."""
+
+    case: str
+    value: str
+    when: str
+    says: str
+
+
+# the bad values of the flags and positionals whose text has a form, by metavar (the lm_run is
+# a 2-layer ON-LSTM, so 99 is a layer it lacks)
+FORMS: dict[str, list[Bad]] = {
+    "K|all": [Bad("type", "abc", PARSE, "must be a layer number or 'all', got abc"),
+              Bad("range", "0", PARSE, "layers are numbered from 1, got 0"),
+              Bad("range", "99", RUN, "--layer 99: this model's ON-LSTM layers are 1, 2")],
+    "K": [Bad("type", "abc", PARSE, "must be a layer number, got abc"),
+          Bad("range", "0", PARSE, "layers are numbered from 1, got 0"),
+          Bad("range", "all", PARSE, "'all' is not possible here"),
+          Bad("range", "99", RUN, "--layer 99: this model's ON-LSTM layers are 1, 2")],
+    "CELL": [Bad("range", "nosuch", RUN, "unknown cell 'nosuch'; choose from elman, ")],
+    "LABELS": [Bad("type", ",", PARSE, "give one label or more"),
+               Bad("range", "NOSUCH", RUN, "is labelled NOSUCH; its labels are NP")],
+    # an address of TEST-NET-1 (RFC 5737), which no machine has: bind() fails at once, with no
+    # name to look up
+    "HOST": [Bad("range", "192.0.2.1", RUN, r"cannot listen on 192\.0\.2\.1:0 ")],
+    "key=value": [Bad("type", "seed", RUN, "'seed' is not of the form key=value"),
+                  Bad("type", "train.lr=abc", RUN, "train.lr = 'abc': expected a finite number"),
+                  Bad("range", "nosuch.x=1", RUN, "the key must start with one of"),
+                  Bad("range", "train.nosuch=1", RUN, r"unknown train options \['nosuch'\]"),
+                  Bad("range", "train.lr=-1", RUN, r"train.lr = -1\.0: must be > 0")],
+    "TREE|SENTENCE": [Bad("type", "(a b", RUN, r"malformed tree: 1 unclosed '\('")],
+}
+# the arguments that take any text, each with the reason ("VERB NAME": a flag, or a positional's
+# metavar); one that is not here and has no form in FORMS fails the coverage test
+FREE_TEXT: dict[str, str] = {
+    "generate --prompt": "any text starts the sample, the empty one included (the default)",
+    "probe --prompt": "any text is a prefix; words outside the vocabulary follow --unk",
+    "parse SENTENCE": "any text is a sentence; words outside the vocabulary follow --unk",
+    "plot SENTENCE": "any text is a sentence; words outside the vocabulary follow --unk",
+    "plot --title": "any text is a title; '' draws none",
+    "plot-tree --title": "any text is a title; '' draws none",
+}
 
 
 def verbs(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
@@ -81,23 +147,71 @@ def flags(p: argparse.ArgumentParser) -> list[argparse.Action]:
     return [a for a in p._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
 
 
+def arguments(p: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The flags, then the positionals (in order)."""
+    return [*flags(p), *p._get_positional_actions()]
+
+
+def name(a: argparse.Action) -> str:
+    """A flag's long name, or a positional's metavar: how the cases and FREE_TEXT call it."""
+    return a.option_strings[-1] if a.option_strings else metavar(a)
+
+
 def positionals(p: argparse.ArgumentParser) -> list[str]:
     """Placeholder words for the positionals: enough for the parser, which checks no more."""
-    return [f"{a.dest}{i}" for a in p._actions if not a.option_strings
+    return [f"{a.dest}{i}" for a in p._get_positional_actions()
             for i in range(1 if a.nargs in (None, "?") else 2 if a.nargs in ("+", "*") else 0)]
 
 
+def required_flags(p: argparse.ArgumentParser) -> list[str]:
+    """The required flags of a verb, each with a value its parser takes."""
+    words = []
+    for a in flags(p):
+        if a.required:
+            value = "1" if numeric(a) else str(next(iter(a.choices))) if a.choices else "x"
+            words += [a.option_strings[-1], *([value] if a.nargs != 0 else [])]
+    return words
+
+
 def metavar(a: argparse.Action) -> str:
+    """What ``--help`` shows for the value, in capitals for a positional without a metavar
+    (``run_dir`` is a RUN_DIR like any other)."""
     return str(a.metavar or a.dest.upper())
+
+
+def numeric(a: argparse.Action) -> bool:
+    return a.type in (int, float) or isinstance(a.type, Number)
 
 
 def path_kind(a: argparse.Action) -> str | None:
     """``"read"``, ``"written"`` or None: the rule of the module docstring."""
     parts = re.split(r"[^A-Z]+", metavar(a))
-    if a.nargs == 0 or not {"FILE", "PATH", "DIR"} & set(parts):
+    if a.nargs == 0 or not {"FILE", "PATH", "DIR", "RUN"} & set(parts):
         return None
     named = {"-o", "--output", "--out"} & set(a.option_strings)
     return "written" if named or re.search(r"FILE\.\w+", metavar(a)) else "read"
+
+
+def needs_form(a: argparse.Action) -> bool:
+    """An argument that takes text which is neither a number, one of ``choices`` nor a path:
+    it has a form in FORMS or is FREE_TEXT."""
+    return a.nargs != 0 and not numeric(a) and not a.choices and path_kind(a) is None
+
+
+def applicable(a: argparse.Action) -> set[str]:
+    """The cases that apply to an argument (module docstring)."""
+    if a.option_strings and a.nargs == 0:      # a switch
+        return set()
+    cases = {"missing"} if a.option_strings or a.nargs in (None, "+") else set()
+    if numeric(a):
+        cases |= {"type", "range"}
+    if a.choices:
+        cases.add("range")
+    if path_kind(a):
+        cases.add("unreadable" if path_kind(a) == "read" else "unwritable")
+    if needs_form(a):
+        cases |= {b.case for b in FORMS.get(metavar(a), [])}
+    return cases
 
 
 def outside(kind: Number) -> list[str]:
@@ -123,47 +237,67 @@ def _takes(kind: Any, text: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Case:
+    """One bad value of one argument: ``value`` None is the missing case."""
+
+    verb: str
+    action: argparse.Action
+    case: str
+    value: str | None
+    says: str = ""
+
+    @property
+    def name(self) -> str:
+        return name(self.action)
+
+    def param(self) -> Any:
+        shown = "none" if self.value is None else re.sub(r"[^\w.]+", "_", self.value)
+        return pytest.param(self, id=f"{self.verb}-{self.name.lstrip('-')}-{shown}-{self.case}")
+
+
 def usage_cases() -> list[Any]:
-    """(verb, argv, flag) for every parse-time case of every flag of every verb."""
+    """Every case of every argument of every verb that the parser finds."""
     cases = []
     for verb, p in verbs(build_parser()):
-        words = [*verb.split(), *positionals(p)]
-        for a in flags(p):
-            if a.nargs == 0:      # a switch: nothing to get wrong
+        for a in arguments(p):
+            if a.option_strings and a.nargs == 0:      # a switch: nothing to get wrong
                 continue
-            name = a.option_strings[-1]
-            tried = [("missing", [name])]
-            if a.type in (int, float) or isinstance(a.type, Number):
+            tried: list[Case] = []
+            if "missing" in applicable(a):
+                tried.append(Case(verb, a, "missing", None))
+            if numeric(a):
                 kind = a.type.kind if isinstance(a.type, Number) else a.type
-                tried += [("type", [name, "abc"])]
-                tried += [("type", [name, "2.5"])] if kind is int else []
+                tried += [Case(verb, a, "type", "abc")]
+                tried += [Case(verb, a, "type", "2.5")] if kind is int else []
             if a.choices:
-                tried.append(("range", [name, "no-such-choice"]))
+                tried.append(Case(verb, a, "range", "no-such-choice"))
             if isinstance(a.type, Number):
-                tried += [("range", [name, v]) for v in outside(a.type)]
-            for what, args in tried:
-                cases.append(pytest.param(verb, [*words, *args], a,
-                                          id=f"{verb}-{'-'.join(args).lstrip('-')}-{what}"))
+                tried += [Case(verb, a, "range", v) for v in outside(a.type)]
+            if needs_form(a):
+                tried += [Case(verb, a, b.case, b.value, b.says)
+                          for b in FORMS.get(metavar(a), []) if b.when == PARSE]
+            cases += [c.param() for c in tried]
     return cases
 
 
-def path_cases() -> list[Any]:
-    """(verb, flag, bad path) for every path flag of every verb."""
+def run_cases() -> list[Any]:
+    """Every case of every argument of every verb that the verb finds running: bad paths, and
+    the FORMS values marked RUN."""
     cases = []
     for verb, p in verbs(build_parser()):
-        for a in flags(p):
+        for a in arguments(p):
             kind = path_kind(a)
-            if kind is None:
-                continue
-            suffix = m[0][4:] if (m := re.search(r"FILE(\.\w+)", metavar(a))) else ""
-            bad = [f"{{tmp}}/plain.txt/none{suffix}"]
-            if metavar(a).startswith("FILE"):
-                bad.append("{tmp}")
-            for value in bad:
-                cases.append(pytest.param(verb, a.option_strings[-1], value, id=(
-                    f"{verb}-{a.option_strings[-1].lstrip('-')}-"
-                    f"{'unwritable' if kind == 'written' else 'unreadable'}-"
-                    f"{'dir' if value == '{tmp}' else 'through-a-file'}")))
+            if kind is not None:
+                suffix = m[0][4:] if (m := re.search(r"FILE(\.\w+)", metavar(a))) else ""
+                bad = [f"{{tmp}}/plain.txt/none{suffix}"]
+                if metavar(a).startswith("FILE") or (not a.option_strings and kind == "read"):
+                    bad.append("{tmp}")     # a directory, where a file or a run is read
+                case = "unwritable" if kind == "written" else "unreadable"
+                cases += [Case(verb, a, case, v).param() for v in bad]
+            elif needs_form(a):
+                cases += [Case(verb, a, b.case, b.value, b.says).param()
+                          for b in FORMS.get(metavar(a), []) if b.when == RUN]
     return cases
 
 
@@ -182,11 +316,22 @@ def one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize(("verb", "argv", "action"), usage_cases())
-def test_a_bad_flag_value_is_one_line_naming_the_flag(verb, argv, action, capsys):
-    line = one_line_exit_2(argv, capsys)
-    assert line.startswith(f"treelm {verb}: error: argument {'/'.join(action.option_strings)}"
-                           f": "), line
+@pytest.mark.parametrize("case", usage_cases())
+def test_a_bad_value_the_parser_finds_is_one_line_naming_the_flag(case, capsys):
+    a = case.action
+    p = dict(verbs(build_parser()))[case.verb]
+    if not a.option_strings:
+        # a required positional left out, and the other positionals with it; the required flags
+        # are given, for the parser says those first
+        line = one_line_exit_2([*case.verb.split(), *required_flags(p)], capsys)
+        assert re.match(rf"treelm {case.verb}: error: the following arguments are required: "
+                        rf".*(?<![\w|]){re.escape(a.metavar or a.dest)}(?![\w|])", line), line
+        return
+    value = [] if case.value is None else [case.value]
+    line = one_line_exit_2([*case.verb.split(), *positionals(p), case.name, *value], capsys)
+    prefix = f"treelm {case.verb}: error: argument {'/'.join(a.option_strings)}: "
+    assert line.startswith(prefix), line
+    assert re.search(case.says, line[len(prefix):]), line
 
 
 @pytest.fixture
@@ -196,17 +341,30 @@ def tmp(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("verb", "flag", "value"), path_cases())
-def test_a_bad_path_is_one_line_naming_it(verb, flag, value, tmp, capsys, monkeypatch,
-                                          request):
-    p = dict(verbs(build_parser()))[verb]
-    action = next(a for a in flags(p) if flag in a.option_strings)
+def command(case: Case) -> list[str]:
+    """The verb's BASE (and the flag's NEEDS) with the bad value in its place."""
+    p = dict(verbs(build_parser()))[case.verb]
+    if (case.verb, case.name) in ALONE:
+        return [*case.verb.split(), case.name, str(case.value)]
     group = next((g._group_actions for g in p._mutually_exclusive_groups
-                  if action in g._group_actions), [])
-    others = {o for a in group if a is not action for o in a.option_strings}
-    base = [] if (verb, flag) in ALONE else [w for unit in BASE[verb] if unit[0] not in others
-                                             for w in unit]
-    argv = [*verb.split(), *base, flag, value]
+                  if any(case.name in a.option_strings for a in g._group_actions)), [])
+    others = {o for a in group if case.name not in a.option_strings for o in a.option_strings}
+    units = [u for u in [*BASE[case.verb], *NEEDS.get((case.verb, case.name), [])]
+             if u[0] not in others]
+    given = [u for u in units if not u[0].startswith("-")]
+    options = [u for u in units if u[0].startswith("-")]
+    if case.action.option_strings:
+        options.append([case.name, str(case.value)])
+    else:                       # a positional takes the place of its own
+        i = [a.dest for a in p._get_positional_actions()].index(case.action.dest)
+        given[i:i + 1] = [[str(case.value)]]
+    return [*case.verb.split(), *(w for u in [*given, *options] for w in u)]
+
+
+@pytest.mark.parametrize("case", run_cases())
+def test_a_bad_value_the_verb_finds_is_one_line_naming_it(case, tmp, capsys, monkeypatch,
+                                                          request):
+    argv = command(case)
     fill = {"{tmp}": str(tmp)}
     for key, fixture in RUNS.items():
         if any(key in w for w in argv):
@@ -215,15 +373,38 @@ def test_a_bad_path_is_one_line_naming_it(verb, flag, value, tmp, capsys, monkey
         argv = [w.replace(key, v) for w in argv]
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr("sys.stdin", io.StringIO(STDIN))
+    if case.verb == "serve":    # a host or run that should have been refused must not hang here
+        def never(*_: Any, **__: Any) -> None:
+            pytest.fail(f"treelm {' '.join(argv)} started serving")
+
+        monkeypatch.setattr("treelm.serve.server.Server.serve_forever", never)
     line = one_line_exit_2(argv, capsys)
-    named = re.escape(value.replace("{tmp}", str(tmp)))
-    if value == "{tmp}":        # the directory itself, not a path under it (such as --out's)
+    if case.says:
+        assert re.search(case.says, line), line
+        return
+    named = re.escape(str(case.value).replace("{tmp}", str(tmp)))
+    if case.value == "{tmp}":    # the directory itself, not a path under it (such as --out's)
         named += r"(?![/\w])"
     assert re.search(named, line), line
 
 
-def test_every_verb_with_a_path_flag_has_a_base():
-    missing = sorted({c.values[0] for c in path_cases()} - set(BASE))
+def test_layers_and_labels_that_hold_are_taken(lm_run, tmp, capsys, monkeypatch):
+    """The checks of the FORMS flags refuse no good value."""
+    assert LayerArg()("all") == "all" and LayerArg(allow_all=False)("2") == "2"
+    assert label_list(" NP , VP,") == ["NP", "VP"]
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    assert main(["eval-parse", str(lm_run), "--treebank", str(tmp / "tiny.mrg"), "--layer", "1",
+                 "--labels", "NP", "--seeds", "1"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert any(line.split()[-1:] == ["NP"] for line in table), table
+    assert main(["parse", str(lm_run), "the company said", "--layer", "all"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in out] == ["layer 1", "layer 2"], out
+
+
+def test_every_verb_that_runs_a_case_has_a_base():
+    missing = sorted({c.values[0].verb for c in run_cases()} - set(BASE))
     assert not missing, f"add the smallest valid command line of {missing} to BASE"
 
 
@@ -235,17 +416,62 @@ def test_every_numeric_flag_declares_its_range():
     assert plain == [], plain
 
 
+def test_every_text_argument_has_a_form_or_is_free_text():
+    """An argument that takes text (not a number, a choice or a path) gives its bad values in
+    FORMS or is declared FREE_TEXT, with the reason: none is tried for its missing value alone
+    without anyone having said why."""
+    text = {f"{verb} {name(a)}": metavar(a) for verb, p in verbs(build_parser())
+            for a in arguments(p) if needs_form(a)}
+    undeclared = sorted(k for k, m in text.items() if m not in FORMS and k not in FREE_TEXT)
+    assert not undeclared, ("give their bad values in FORMS, or say in FREE_TEXT why any text "
+                            f"is right: {undeclared}")
+    assert not sorted(k for k, m in text.items() if m in FORMS and k in FREE_TEXT)
+    assert not sorted(set(FREE_TEXT) - set(text)), "FREE_TEXT names what no verb has"
+    assert not sorted(set(FORMS) - set(text.values())), "FORMS has a form no argument has"
+    assert all(FORMS.values()) and all(FREE_TEXT.values())
+
+
 def test_the_generated_cases_cover_every_flag_of_every_verb():
-    """Each flag that takes a value has its cases; each switch has nothing to get wrong; the
-    numeric and path flags are found (the rules have not gone blind)."""
-    covered = {(c.values[0], c.values[2].option_strings[-1]) for c in usage_cases()}
-    every = {(verb, a.option_strings[-1]) for verb, p in verbs(build_parser())
-             for a in flags(p) if a.nargs != 0}
-    assert covered == every
-    assert len(covered) >= 100 and len(usage_cases()) >= 300
-    paths = {(c.values[0], c.values[1]) for c in path_cases()}
-    assert {("train", "--config"), ("train", "--out"), ("plot", "--output"),
-            ("gradflow", "--csv"), ("tag", "--input"), ("suite agreement", "--pairs")} <= paths
+    """Every argument of every verb has exactly the cases that apply to it, each at least once
+    (a switch: none, having nothing to get wrong); the rules say what they should of arguments
+    of each kind (they have not gone blind)."""
+    tried: defaultdict[str, set[str]] = defaultdict(set)
+    for param in [*usage_cases(), *run_cases()]:
+        case = param.values[0]
+        tried[f"{case.verb} {case.name}"].add(case.case)
+    every = {f"{verb} {name(a)}": a for verb, p in verbs(build_parser()) for a in arguments(p)}
+    wrong = {k: (sorted(applicable(a)), sorted(tried.get(k, set()))) for k, a in every.items()
+             if tried.get(k, set()) != applicable(a)}
+    assert not wrong, f"(applicable, tried): {wrong}"
+    assert not set(tried) - set(every)
+    expect = {
+        "eval --beam": {"missing", "type", "range"},
+        "eval --split": {"missing", "range"},
+        "parse --layer": {"missing", "type", "range"},
+        "plot --layer": {"missing", "type", "range"},
+        "plot-tree --layer": {"missing", "type", "range"},
+        "eval-parse --labels": {"missing", "type", "range"},
+        "gradflow --cells": {"missing", "range"},
+        "serve --host": {"missing", "range"},
+        "generate --prompt": {"missing"},
+        "plot --title": {"missing"},
+        "train --config": {"missing", "unreadable"},
+        "train --out": {"missing", "unwritable"},
+        "plot --output": {"missing", "unwritable"},
+        "gradflow --csv": {"missing", "unwritable"},
+        "tag --input": {"missing", "unreadable"},
+        "suite agreement --pairs": {"missing", "unreadable"},
+        "eval RUN_DIR": {"missing", "unreadable"},
+        "eval-parse RUN_DIR": {"unreadable"},
+        "suite agreement RUN_DIR": {"missing", "unreadable"},
+        "serve RUN": {"missing", "unreadable"},
+        "train key=value": {"type", "range"},
+        "plot-tree TREE|SENTENCE": {"type"},
+        "parse SENTENCE": set(),
+        "parse --normalize": set(),
+    }
+    assert {k: applicable(every[k]) for k in expect} == expect
+    assert len(every) >= 140 and len(usage_cases()) + len(run_cases()) >= 380
 
 
 def test_a_number_refuses_what_is_outside_its_range():

@@ -93,6 +93,14 @@ def test_tasks_take_the_parsed_data_section():
     ("model:\n  cell_options: {chunk_size: 4, chunk_size: 2}\n",
      "key 'model.cell_options.chunk_size' given twice, at lines 2 and 2"),
     ("seed: 1\n'seed': 1\n", "key 'seed' given twice, at lines 1 and 2"),   # quoted or not
+    # keys are compared as what they build, as the dict they go into compares them
+    ("model:\n  cell_options: {yes: 1, true: 2}\n",
+     "key 'model.cell_options.true' given twice (first as 'yes'), at lines 2 and 2"),
+    ("data:\n  1: a\n  01: b\n", "key 'data.01' given twice (first as '1'), at lines 2 and 3"),
+    ("data:\n  1: a\n  1.0: b\n", "key 'data.1.0' given twice (first as '1'), at lines 2 and 3"),
+    ("data:\n  0x10: a\n  16: b\n",
+     "key 'data.16' given twice (first as '0x10'), at lines 2 and 3"),
+    ("data:\n  on: a\n  1: b\n", "key 'data.1' given twice (first as 'on'), at lines 2 and 3"),
 ])
 def test_a_config_key_given_twice_is_refused_naming_it_and_both_lines(tmp_path, text, said):
     f = tmp_path / "twice.yaml"
@@ -100,6 +108,13 @@ def test_a_config_key_given_twice_is_refused_naming_it_and_both_lines(tmp_path, 
     with pytest.raises(ConfigError) as e:
         load_config(f)
     assert str(e.value) == f"{f}: {said}; keep one"
+
+
+def test_keys_that_build_different_values_are_two_keys(tmp_path):
+    f = tmp_path / "two.yaml"
+    f.write_text("data:\n  1: a\n  '1': b\n  'true': c\n  false: d\n  'no': e\n",
+                 encoding="utf-8")
+    assert load_config(f)["data"] == {1: "a", "1": "b", "true": "c", False: "d", "no": "e"}
 
 
 def test_merge_keys_still_override_and_equal_keys_at_two_levels_are_fine(tmp_path):
@@ -117,6 +132,45 @@ def test_an_override_given_twice_with_two_values_is_refused():
                             "seed=2; keep one")
     assert apply_overrides({}, ["seed=1", "seed=1"]) == {"seed": 1}       # the same: harmless
     assert apply_overrides({}, ["train.lr=0.5", "train.lr=.5"]) == {"train": {"lr": 0.5}}
+
+
+@pytest.mark.parametrize(("overrides", "said"), [
+    (["model.cell_options={impl: cpu}", "model.cell_options.impl=fused"], "'cpu' against 'fused'"),
+    (["model.cell_options.impl=fused", "model.cell_options={impl: cpu}"], "'cpu' against 'fused'"),
+    # the section last replaces a key set before it, which it does not name
+    (["model.cell_options.impl=fused", "model.cell_options={chunk_size: 4}"],
+     "absent against 'fused'"),
+    (["model.cell_options.impl=fused", "model.cell_options=null"], "absent against 'fused'"),
+    # key=null removes the key; the section that names it says otherwise
+    (["model.cell_options={impl: cpu}", "model.cell_options.impl=null"], "'cpu' against absent"),
+])
+def test_overrides_of_a_section_and_a_key_under_it_that_disagree_are_refused(overrides, said):
+    with pytest.raises(ConfigError) as e:
+        apply_overrides({"model": {"cell": "onlstm"}}, overrides)
+    section, key = sorted(overrides, key=lambda o: o.split("=")[0].count("."))
+    assert str(e.value) == (f"overrides {section} and {key} disagree about "
+                            f"model.cell_options.impl ({said}); keep one")
+
+
+def test_overrides_of_a_section_and_a_key_under_it_that_agree_are_applied_in_order():
+    base = {"model": {"cell": "onlstm", "cell_options": {"chunk_size": 8, "impl": "cpu"}}}
+    for overrides, options in [
+            (["model.cell_options={impl: fused}", "model.cell_options.impl=fused"],
+             {"impl": "fused"}),
+            (["model.cell_options.impl=fused", "model.cell_options={impl: fused}"],
+             {"impl": "fused"}),
+            # the section first, then a key it does not name: an edit of what it set
+            (["model.cell_options={chunk_size: 4}", "model.cell_options.impl=fused"],
+             {"chunk_size": 4, "impl": "fused"}),
+            (["model.cell_options=null", "model.cell_options.impl=fused"], {"impl": "fused"}),
+            (["model.cell_options={chunk_size: 4}", "model.cell_options.impl=null"],
+             {"chunk_size": 4}),
+            (["model.cell_options.impl=null", "model.cell_options={chunk_size: 4}"],
+             {"chunk_size": 4}),
+            (["model.cell_options.impl=fused", "model.cell=onlstm", "seed=3"],
+             {"chunk_size": 8, "impl": "fused"})]:
+        assert apply_overrides(base, overrides)["model"]["cell_options"] == options, overrides
+    assert "cell_options" not in apply_overrides(base, ["model.cell_options=null"])["model"]
 
 
 @pytest.mark.parametrize("case", ["file", "overrides"])

@@ -247,13 +247,22 @@ def test_errors_are_one_line(run_dir, mrg, tmp_path, capsys):
     punct.write_text("( (S (. .)) )\n")
     assert "no sentences" in _error(capsys, "eval-parse", run_dir, "--treebank", punct)
     assert "layers are 1, 2" in _error(capsys, "parse", run_dir, "a b", "--layer", "3")
-    assert "'all'" in _error(capsys, "parse", run_dir, "a b", "--layer", "two")
     assert "empty" in _error(capsys, "parse", run_dir, "   ")
     assert "malformed tree" in _error(capsys, "plot-tree", "((a b)", "-o", tmp_path / "x.png")
     assert "malformed JSON" in _error(capsys, "plot-tree", "--format", "json", "[[]]", "-o",
                                       tmp_path / "x.png")
-    assert "--layer all" in _error(capsys, "plot", run_dir, "a b", "--layer", "all", "-o",
-                                   tmp_path / "x.png")
+    # the form of --layer (a number from 1, or all where it can be) is the parser's to check:
+    # a usage error naming the flag, before the run is opened
+    for argv, says in [(("parse", run_dir, "a b", "--layer", "two"),
+                        "argument --layer: must be a layer number or 'all', got two"),
+                       (("parse", run_dir, "a b", "--layer", "0"),
+                        "argument --layer: layers are numbered from 1, got 0"),
+                       (("plot", run_dir, "a b", "--layer", "all", "-o", tmp_path / "x.png"),
+                        "argument --layer: 'all' is not possible here")]:
+        with pytest.raises(SystemExit) as e:
+            main([str(a) for a in argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and says in err[0], err
 
 
 def test_run_without_onlstm_layers(tmp_path, capsys):

@@ -240,6 +240,28 @@ def test_outputs_that_cannot_be_written(tmp_path, root, capsys):
     assert fine.stat().st_size > 0
 
 
+def test_the_output_check_leaves_nothing_behind_a_symlink(tmp_path, root, capsys):
+    """``-o link.png`` where the link dangles: the check writes through it as the writer will,
+    and removes the file it made at the link's end (the link, there before, stays); a link to a
+    file keeps the file as it was; a link into a missing folder is refused, and makes nothing."""
+    os.chdir(root)
+    (tmp_path / "link.png").symlink_to("target.png")             # relative, dangling
+    (tmp_path / "chain.png").symlink_to(tmp_path / "link.png")    # a link to that link
+    (tmp_path / "kept.png").write_bytes(b"old")
+    (tmp_path / "to-kept.png").symlink_to("kept.png")
+    (tmp_path / "far.png").symlink_to("missing/x.png")
+    before = sorted(os.listdir(tmp_path))
+    for name in ("link.png", "chain.png", "to-kept.png"):
+        check_output(str(tmp_path / name), (".png",), "plot")
+    with pytest.raises(TreelmError, match="far.png: cannot write the plot"):
+        check_output(str(tmp_path / "far.png"), (".png",), "plot")
+    assert sorted(os.listdir(tmp_path)) == before
+    assert (tmp_path / "kept.png").read_bytes() == b"old"
+    assert main(["plot-tree", "((a b) c)", "-o", str(tmp_path / "chain.png")]) == 0
+    assert (tmp_path / "target.png").stat().st_size > 0 and (tmp_path / "link.png").is_symlink()
+    capsys.readouterr()
+
+
 def test_output_on_a_read_only_filesystem(tmp_path, root, capsys):
     mnt = tmp_path / "ro"
     mnt.mkdir()

@@ -7,8 +7,10 @@ task), ``model`` (:mod:`treelm.models`) and ``train`` (the loop's
 Overrides use dotted keys and YAML values: ``train.lr=0.002 model.sizes=[200,200]``;
 ``key=null`` removes a key (e.g. ``data.file=null data.train=a.txt ...``).
 
-A key written twice, in one mapping of a config file or as two overrides with different values,
-is an error (YAML and a plain dict would keep the last one and lose the first without a word).
+A key written twice, in one mapping of a config file (``yes`` and ``true`` are one key) or as two
+overrides with different values, is an error (YAML and a plain dict would keep the last one and
+lose the first without a word); so are overrides of a section and of a key under it that say
+different things about that key (one would undo the other).
 """
 
 from __future__ import annotations
@@ -32,45 +34,57 @@ SECTIONS = ("seed", "task", "data", "model", "train")
 class DuplicateKey(yaml.YAMLError):
     """A mapping that gives ``key`` (a dotted path from the top) at two lines (1-based)."""
 
-    def __init__(self, key: str, first: int, second: int) -> None:
-        super().__init__(f"key {key!r} given twice, at lines {first} and {second}")
+    def __init__(self, key: str, first: int, second: int, spelled: str | None = None) -> None:
+        # spelled: how the first one was written, where it differs (yes against true)
+        also = f" (first as {spelled!r})" if spelled is not None else ""
+        super().__init__(f"key {key!r} given twice{also}, at lines {first} and {second}")
         self.key, self.first, self.second = key, first, second
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses a key given twice in one mapping (:class:`DuplicateKey`).
 
-    It checks the composed node tree before anything is built, where each key still has its line
-    and its place under the top (``train.lr``, not only ``lr``). Merge keys (``<<: *base``) are
-    YAML's way to override on purpose: their keys are not compared with the mapping's own.
+    It checks the composed node tree before the document is built, where each key still has its
+    line and its place under the top (``train.lr``, not only ``lr``). Keys are compared as the
+    values they construct, as the dict they go into compares them: ``yes`` and ``true`` are both
+    the boolean True, ``1``, ``01`` and ``1.0`` the same number, so each pair is one key given
+    twice, while ``1`` and ``'1'`` are two keys. Merge keys (``<<: *base``) are YAML's way to
+    override on purpose: their keys are not compared with the mapping's own.
     """
 
     def get_single_node(self) -> yaml.Node | None:
         node = super().get_single_node()
         if node is not None:
-            _refuse_duplicates(node, "", set())
+            _refuse_duplicates(self, node, "", set())
         return node
 
 
-def _refuse_duplicates(node: yaml.Node, where: str, seen: set[int]) -> None:
+def _refuse_duplicates(loader: yaml.SafeLoader, node: yaml.Node, where: str,
+                       seen: set[int]) -> None:
     if id(node) in seen:      # an alias: the anchored node was checked where it was written
         return
     seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
-        lines: dict[tuple[str, str], int] = {}
+        # constructed key -> (its text, its line); a dict, so that keys the mapping's dict would
+        # merge (True and 1, 1 and 1.0) meet here too
+        first: dict[Any, tuple[str, int]] = {}
         for key, value in node.value:
             if key.tag == "tag:yaml.org,2002:merge":
                 continue
             name = f"{where}.{key.value}" if where else str(key.value)
             if isinstance(key, yaml.ScalarNode):    # (a list or mapping as a key: not ours)
+                # the constructor caches the object by node, so the document's own key is this
+                # very object: the check costs no second construction
+                built = loader.construct_object(key)     # (a scalar's value is hashable)
                 line = key.start_mark.line + 1
-                if (key.tag, key.value) in lines:
-                    raise DuplicateKey(name, lines[key.tag, key.value], line)
-                lines[key.tag, key.value] = line
-            _refuse_duplicates(value, name, seen)
+                if built in first:
+                    spelled, at = first[built]
+                    raise DuplicateKey(name, at, line, None if spelled == key.value else spelled)
+                first[built] = (str(key.value), line)
+            _refuse_duplicates(loader, value, name, seen)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _refuse_duplicates(item, f"{where}[{i}]", seen)
+            _refuse_duplicates(loader, item, f"{where}[{i}]", seen)
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -114,8 +128,10 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             value = raw
         if key in given and given[key][1] != value:
             raise ConfigError(f"override {key} given twice with different values: "
-                              f"{key}={given[key][0]} and {item}; keep one")
-        given[key] = (raw, value)
+                              f"{given[key][0]} and {item}; keep one")
+        for other, (other_item, other_value) in given.items():
+            _refuse_disagreement(other, other_item, other_value, key, item, value)
+        given[key] = (item, value)
         node = cfg
         for p in parts[:-1]:
             node = node.setdefault(p, {})
@@ -126,6 +142,43 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         else:
             node[parts[-1]] = value
     return cfg
+
+
+def _refuse_disagreement(earlier: str, earlier_item: str, earlier_value: Any, key: str,
+                         item: str, value: Any) -> None:
+    """Refuse an override ``key`` and an ``earlier`` one of which one names a section above the
+    other's key (``model.cell_options={impl: cpu}`` and ``model.cell_options.impl=fused``) when
+    applying both in order would drop what one of them says there: the section's value names the
+    key with another value, or the section comes last and replaces a key set before it. A
+    section given first and a key it does not name, added after, is a plain edit of it
+    (``model.cell_options={chunk_size: 4} model.cell_options.impl=fused``). A value of null
+    means the key is absent (``key=null`` removes it)."""
+    pa, pb = earlier.split("."), key.split(".")
+    if len(pa) == len(pb):
+        return
+    section_first = len(pa) < len(pb)
+    (parent, p_item, p_value), (child, c_item, c_value) = (
+        ((pa, earlier_item, earlier_value), (pb, item, value)) if section_first
+        else ((pb, item, value), (pa, earlier_item, earlier_value)))
+    if child[:len(parent)] != parent:
+        return
+    there: Any = p_value        # what the section's override says at the child's key
+    named = True
+    for part in child[len(parent):]:
+        named = isinstance(there, dict) and part in there
+        there = there.get(part) if named else None
+        if not named:
+            break
+    # section first: the key edits it, so only a value the section names is overruled;
+    # section last: it replaces the key's value, so anything but that same value is lost
+    if (named or not section_first) and there != c_value:
+        raise ConfigError(f"overrides {p_item} and {c_item} disagree about {'.'.join(child)} "
+                          f"({_said(there)} against {_said(c_value)}); keep one")
+
+
+def _said(value: Any) -> str:
+    """An override's value as its disagreement says it (null: the key is absent)."""
+    return "absent" if value is None else repr(value)
 
 
 def dump_config(cfg: dict[str, Any]) -> str:

@@ -36,7 +36,8 @@ def check_output(path: str, suffixes: tuple[str, ...] | None = None, what: str =
 def _probe_writable(path: str, what: str) -> None:
     """Make ``path`` (and its missing parents) as the writer will, then remove what was made: a
     path that cannot be written fails here, in one line, instead of after the work as a
-    traceback. An existing file is opened for appending, which changes nothing in it."""
+    traceback. An existing file is opened for appending, which changes nothing in it; a symbolic
+    link is written through, as the writer will, and the file made at its end is removed."""
     import os
 
     target = os.path.abspath(path)
@@ -52,11 +53,14 @@ def _probe_writable(path: str, what: str) -> None:
         for d in reversed(missing):
             os.mkdir(d)
             made.append(d)
-        existed = os.path.lexists(target)
+        # open() follows symbolic links, a dangling one included: it makes the file the link
+        # points to, which is what must be removed again (the link itself was there before)
+        made_file = os.path.realpath(target)
+        existed = os.path.lexists(made_file)
         with open(target, "ab"):
             pass
         if not existed:
-            os.unlink(target)
+            os.unlink(made_file)
     except OSError as e:
         raise TreelmError(f"{path}: cannot write the {what} ({e.strerror or e})") from None
     finally:

@@ -115,6 +115,45 @@ def parse_layer(text: str | None, layers: Sequence[int], allow_all: bool = True)
     return [k]
 
 
+class LayerArg:
+    """The ``type=`` of ``--layer``: a layer number from 1, or ``all`` where every layer can be
+    used. Its form is checked as the flag is parsed, so ``--layer abc`` or ``--layer 0`` is a
+    one-line usage error naming the flag before a run is opened; whether the run has that layer
+    is :func:`parse_layer`'s to say, once it is. The text is kept as given, for it."""
+
+    def __init__(self, allow_all: bool = True) -> None:
+        self.allow_all = allow_all
+        self.__name__ = "layer"        # argparse's "invalid layer value" (never reached)
+
+    def __call__(self, text: str) -> str:
+        if text == "all":
+            if not self.allow_all:
+                raise argparse.ArgumentTypeError("'all' is not possible here; give one layer "
+                                                 "number")
+            return text
+        try:
+            k = int(text)
+        except ValueError:
+            either = " or 'all'" if self.allow_all else ""
+            raise argparse.ArgumentTypeError(f"must be a layer number{either}, got {text}"
+                                             ) from None
+        if k < 1:
+            raise argparse.ArgumentTypeError(f"layers are numbered from 1, got {text}")
+        return text
+
+
+def label_list(text: str) -> list[str]:
+    """The ``type=`` of ``eval-parse --labels``: comma-separated constituent labels (``NP,VP``;
+    spaces around them are dropped, as a table column named `` VP`` could never match); at least
+    one. Whether the treebank has them is checked once it is read
+    (:func:`~treelm.syntax.report.parsing_report`)."""
+    labels = [s.strip() for s in text.split(",") if s.strip()]
+    if not labels:
+        raise argparse.ArgumentTypeError(f"give one label or more, comma-separated (e.g. NP,VP), "
+                                         f"got {text!r}")
+    return labels
+
+
 def _add_model_options(p: argparse.ArgumentParser, batch: bool = True) -> None:
     from treelm.run import add_run_options
 
@@ -208,7 +247,7 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
     _add_run_and_sentence(p, "read sentences from stdin")
     p.add_argument("--input", metavar="FILE",
                    help="read sentences from this file, one per line")
-    p.add_argument("--layer", metavar="K|all",
+    p.add_argument("--layer", metavar="K|all", type=LayerArg(),
                    help="1-based layer whose levels make the tree, or 'all' (default: the "
                    "last-but-one ON-LSTM layer; the only one for a 1-layer model)")
     p.add_argument("--format", choices=FORMATS, default="brackets",
@@ -249,17 +288,20 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     else:
         names = [BASELINE_NAMES[b] for b in sorted(chosen - {"control"})]
         names += [f"random_levels_{args.style}"] * ("control" in chosen)
+    # labels asked for are checked against the gold trees before any tree is scored; the
+    # defaults are not (the table leaves out a column the treebank lacks)
     report = parsing_report(args.treebank, args.max_len, run=run, layers=layers,
                             checkpoint=args.checkpoint, style=args.style, baselines=names,
-                            seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk)
+                            seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk,
+                            labels=args.labels)
     if args.format == "json":
         print(json.dumps(report))
     else:
         labels = args.labels
         if labels is None:
             sinica = str(args.treebank).startswith("sinica")
-            labels = SINICA_LABELS if sinica else DEFAULT_LABELS
-        print(format_table(report, [s for s in labels.split(",") if s]))
+            labels = (SINICA_LABELS if sinica else DEFAULT_LABELS).split(",")
+        print(format_table(report, labels))
     return 0
 
 
@@ -278,7 +320,8 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-len", type=Number(int, at_least=1),
                    help="keep sentences of at most this many words after preprocessing "
                    "(default: all)")
-    p.add_argument("--layer", metavar="K|all", help="layer(s) to score (default all)")
+    p.add_argument("--layer", metavar="K|all", type=LayerArg(),
+                   help="layer(s) to score (default all)")
     p.add_argument("--baseline", action="append", choices=[*BASELINE_NAMES, "control", "all"],
                    help="baseline(s) to score (repeatable; default with RUN_DIR: all): left-, "
                    "right-branching, balanced, random trees, and control: random levels "
@@ -286,7 +329,7 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-baselines", action="store_true", help="score the model only")
     p.add_argument("--seeds", type=Number(int, at_least=1), default=5,
                    help="random-tree runs, seeds 0..N-1 (default 5): mean±std")
-    p.add_argument("--labels",
+    p.add_argument("--labels", type=label_list,
                    help=f"label recall columns of the table (default {DEFAULT_LABELS}; for the "
                    f"Sinica treebanks {SINICA_LABELS}); --format json has every label")
     p.add_argument("--format", choices=("table", "json"), default="table",
@@ -341,7 +384,7 @@ def add_plot(sub: Any) -> argparse.ArgumentParser:
     p = add_verb(sub, "plot", cmd_plot, epilog=PLOT_EPILOG)
     _add_run_and_sentence(p, "one line from stdin")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="image to write")
-    p.add_argument("--layer", metavar="K",
+    p.add_argument("--layer", metavar="K", type=LayerArg(allow_all=False),
                    help="layer whose d_f makes the tree (default: the last-but-one)")
     p.add_argument("--gate", choices=["forget", "input"], default="forget",
                    help="heat map of d_f (forget, default) or of d_i (input)")
@@ -398,7 +441,8 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
                    "(default) or json (nested lists)")
     p.add_argument("--run", metavar="RUN_DIR",
                    help="induce the tree of the sentence with this run's ON-LSTM")
-    p.add_argument("--layer", metavar="K", help="with --run: the layer (default last-but-one)")
+    p.add_argument("--layer", metavar="K", type=LayerArg(allow_all=False),
+                   help="with --run: the layer (default last-but-one)")
     p.add_argument("--title", help="figure title")
     _add_direction_option(p)
     _add_text_options(p)
@@ -407,4 +451,5 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-__all__ = ["add_eval_parse", "add_parse", "add_plot", "add_plot_tree", "parse_layer"]
+__all__ = ["LayerArg", "add_eval_parse", "add_parse", "add_plot", "add_plot_tree", "label_list",
+           "parse_layer"]

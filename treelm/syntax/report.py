@@ -84,7 +84,8 @@ def parsing_report(treebank: str | os.PathLike[str], max_len: int | None = None,
                    run: Any = None, layers: Sequence[int] | None = None,
                    checkpoint: str = "best", style: str = "official",
                    baselines: Sequence[str] = DEFAULT_BASELINES, seeds: Sequence[int] = range(5),
-                   batch_size: int = 256, unk: str = "map") -> dict[str, Any]:
+                   batch_size: int = 256, unk: str = "map",
+                   labels: Sequence[str] | None = None) -> dict[str, Any]:
     """Parsing F1 of a run's ON-LSTM layers and of the baselines against a treebank (Table 2).
 
     Args:
@@ -100,6 +101,9 @@ def parsing_report(treebank: str | os.PathLike[str], max_len: int | None = None,
         seeds: random-tree seeds.
         batch_size, unk: sentences per forward pass; ``"map"`` or ``"error"`` for words outside
             the run's vocabulary.
+        labels: label columns a user asked for (``eval-parse --labels``): each must label a
+            scored gold constituent, checked before any tree is scored (a misspelt label would
+            otherwise be a column the table leaves out without a word).
 
     Returns:
         ``{"treebank", "max_len", "n_sentences", "n_words", "style", "run", "checkpoint",
@@ -107,11 +111,17 @@ def parsing_report(treebank: str | os.PathLike[str], max_len: int | None = None,
         {"mean_depth", "mean_leaf_depth", "label_counts"}}``; scores are fractions, JSON-ready.
 
     Raises:
-        TreelmError: see :func:`load_golds`; an unknown layer or word (``unk="error"``).
+        TreelmError: see :func:`load_golds`; a label of ``labels`` no gold constituent has;
+        an unknown layer or word (``unk="error"``).
     """
     golds = load_golds(treebank, max_len)
     depth, leaf_depth = mean_depth(g.tree for g in golds)
     gold_counts = {k: t for k, (_, t) in label_recall([g.tree for g in golds], golds).items()}
+    lacking = [k for k in labels or () if not gold_counts.get(k)]
+    if lacking:
+        raise TreelmError(f"{os.fspath(treebank)}: no scored gold constituent (of 2 words or "
+                          f"more, not a whole sentence) is labelled {', '.join(lacking)}; its "
+                          f"labels are {', '.join(gold_counts) or 'none'}")
     report: dict[str, Any] = {
         "treebank": os.fspath(treebank),
         "max_len": max_len,
