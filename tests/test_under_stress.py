@@ -352,3 +352,14 @@ def test_force_leaves_nothing_of_the_replaced_run_in_the_pointer(tmp_path, monke
     assert ptr["model"] != old["model"] and ptr["best"] == ptr["last"]
     assert {ptr["best"], ptr["last"]}.isdisjoint({old["best"], old["last"]})
     assert load_run(run, "best").model is not None      # the new run's weights, its signature
+
+
+def test_resume_of_what_is_not_a_run_is_one_line(tmp_path, capsys):
+    empty, file = tmp_path / "empty", tmp_path / "file.txt"
+    empty.mkdir()
+    file.write_text("x", encoding="utf-8")
+    for path, says in ((empty, "not a treelm run directory (no checkpoint.json)"),
+                       (file, "not a directory"), (tmp_path / "none", "no such run directory")):
+        assert main(["train", "--resume", str(path)]) == 2
+        assert capsys.readouterr().err == f"treelm: error: {path}: {says}" + (
+            "; nothing to resume\n" if path == empty else "\n")

@@ -56,7 +56,8 @@ def model_signature(cfg: dict[str, Any]) -> dict[str, Any]:
 def read_pointer(run: Path) -> dict[str, Any]:
     p = run / POINTER
     if not run.is_dir():
-        raise CheckpointError(f"{run}: no such run directory")
+        raise CheckpointError(f"{run}: " + ("not a directory" if run.exists()
+                                            else "no such run directory"))
     if not p.exists():
         raise CheckpointError(f"{run}: not a treelm run directory (no {POINTER}; was it trained?)")
     try:

@@ -37,7 +37,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise TreelmError("--resume takes the config from the run directory; drop --config")
         run = Path(args.resume)
         if not run.is_dir():      # (its config.yaml would be what is said to be missing)
-            raise TreelmError(f"{run}: no such run directory")
+            raise TreelmError(f"{run}: " + ("not a directory" if run.exists()
+                                            else "no such run directory"))
+        if not (RunFiles(run).pointer.exists() or RunFiles(run).config.exists()):
+            raise TreelmError(f"{run}: not a treelm run directory (no checkpoint.json); "
+                              f"nothing to resume")
         cfg = apply_overrides(saved_config(load_config(RunFiles(run).config)), args.overrides)
     else:
         if not args.config or not args.out:
