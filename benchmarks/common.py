@@ -133,3 +133,19 @@ def find_record(runs: Path, pattern: str, results: Path = RESULTS) -> Path | Non
         except (OSError, json.JSONDecodeError):
             continue
     return None
+
+
+def newest_record(pattern: str,
+                  results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
+    """The newest record in ``results`` matching ``pattern`` (a glob; dated names sort by
+    date), with its contents; None when there is none."""
+    files = sorted(results.glob(pattern))
+    return (files[-1], json.loads(files[-1].read_text(encoding="utf-8"))) if files else None
+
+
+def write_page(doc: Path, lines: list[str]) -> str:
+    """A generated page: ``lines`` joined, ending in one newline, written to ``doc``."""
+    text = "\n".join(lines).rstrip() + "\n"
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(text, encoding="utf-8")
+    return text

@@ -12,20 +12,22 @@ sentences across; beside it, validation perplexity against tokens.
 
 from __future__ import annotations
 
-import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import newest_record, write_page  # noqa: E402
+
 RESULTS = HERE / "results"
 DOC = HERE.parent / "docs" / "trees-screen.md"
 IMAGE = "trees-screen-f1.png"
 
 
 def newest(results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
-    files = sorted(results.glob("trees-screen-*.json"))
-    return (files[-1], json.loads(files[-1].read_text(encoding="utf-8"))) if files else None
+    return newest_record("trees-screen-*.json", results)
 
 
 def pct(x: float) -> str:
@@ -147,10 +149,7 @@ def render(path: Path, rec: dict[str, Any], doc: Path, img: Path | None = None) 
         plot(rec, img / IMAGE)
         lines += table(rec) + [f"![dev F1 and validation perplexity against tokens seen, per "
                                f"recipe](img/{IMAGE})", ""]
-    text = "\n".join(lines).rstrip() + "\n"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text, encoding="utf-8")
-    return text
+    return write_page(doc, lines)
 
 
 def main(results: Path = RESULTS, doc: Path = DOC) -> Path | None:

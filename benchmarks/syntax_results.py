@@ -17,11 +17,14 @@ regenerating the page after more runs cannot leave a stale remark. The pictures:
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import newest_record, write_page  # noqa: E402
+
 RESULTS = HERE / "results"
 DOC = HERE.parent / "docs" / "syntax-results.md"
 GATE_TITLES = {"paper": "paper's master input gate", "symmetric": "symmetric master input gate"}
@@ -33,8 +36,7 @@ RULE_STYLE = {"official": "-", "split": "--"}
 
 
 def newest(results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
-    files = sorted(results.glob("trees-[0-9]*.json"))
-    return (files[-1], json.loads(files[-1].read_text(encoding="utf-8"))) if files else None
+    return newest_record("trees-[0-9]*.json", results)
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -408,10 +410,7 @@ def render(path: Path, rec: dict[str, Any], doc: Path, img: Path | None = None,
         lines += [f"## Sentence F1 against tokens seen (`{rec['study']['dev']}`)", "",
                   f"![sentence F1 on {rec['study']['dev']} against tokens seen, per layer and "
                   f"rule, runs still training](img/{prefix}-f1.png)", ""] + running(rec)
-    text = "\n".join(lines).rstrip() + "\n"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text, encoding="utf-8")
-    return text
+    return write_page(doc, lines)
 
 
 def main(results: Path = RESULTS, doc: Path = DOC) -> Path | None:

@@ -137,8 +137,7 @@ def run_study(argv: Sequence[str]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- the page
 def newest(results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
-    files = sorted(results.glob(f"{SCRIPT}-[0-9]*.json"))
-    return (files[-1], json.loads(files[-1].read_text(encoding="utf-8"))) if files else None
+    return common.newest_record(f"{SCRIPT}-[0-9]*.json", results)
 
 
 def _mean(res: dict[str, Any]) -> float:
@@ -412,9 +411,7 @@ def render(path: Path | None, rec: dict[str, Any] | None, doc: Path = DOC,
             lines += per_run(rec)
         lines += su_section(rec, img, prefix)
         text = "\n".join(lines).rstrip() + "\n"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text, encoding="utf-8")
-    return text
+    return common.write_page(doc, [text])
 
 
 def main(results: Path = RESULTS, doc: Path = DOC) -> Path:
