@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +39,21 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from common import machine_info, write_result  # noqa: E402
 
-#: name -> (what it is, environment it adds). ``TREELM_BUSY_CHECK=0`` turns treelm's start-up
-#: check of other busy processes off, as before it existed.
-SETTINGS: dict[str, tuple[str, dict[str, str]]] = {
+#: name -> (what it is, environment it adds, config overrides it adds). ``TREELM_BUSY_CHECK=0``
+#: turns treelm's start-up check of other busy processes off, as before it existed.
+SETTINGS: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
     "today": ("before this change: libgomp's default for an unset wait policy (spin 300,000 "
               "rounds), no busy-core check", {"GOMP_SPINCOUNT": "300000",
-                                             "TREELM_BUSY_CHECK": "0"}),
-    "treelm": ("treelm's defaults (nothing set)", {}),
+                                             "TREELM_BUSY_CHECK": "0"}, ()),
+    "treelm": ("treelm's defaults (nothing set)", {}, ()),
     "short": ("GOMP_SPINCOUNT=10000 (tens of microseconds), no busy-core check",
-              {"GOMP_SPINCOUNT": "10000", "TREELM_BUSY_CHECK": "0"}),
+              {"GOMP_SPINCOUNT": "10000", "TREELM_BUSY_CHECK": "0"}, ()),
+    "one-thread": ("treelm's defaults, each training on one thread (train.threads=1)", {},
+                   ("train.threads=1",)),
     "passive": ("OMP_WAIT_POLICY=PASSIVE, no busy-core check",
-                {"OMP_WAIT_POLICY": "PASSIVE", "TREELM_BUSY_CHECK": "0"}),
+                {"OMP_WAIT_POLICY": "PASSIVE", "TREELM_BUSY_CHECK": "0"}, ()),
     "active": ("OMP_WAIT_POLICY=ACTIVE, no busy-core check",
-               {"OMP_WAIT_POLICY": "ACTIVE", "TREELM_BUSY_CHECK": "0"}),
+               {"OMP_WAIT_POLICY": "ACTIVE", "TREELM_BUSY_CHECK": "0"}, ()),
 }
 OMP_KEYS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "TREELM_BUSY_CHECK", "OMP_NUM_THREADS")
 
@@ -66,22 +69,24 @@ def speed(run: Path) -> dict[str, Any]:
             "windows": len(rates), "threads": sorted({e.get("threads") for e in events})}
 
 
-def launch(args: argparse.Namespace, out: Path, env: dict[str, str]) -> subprocess.Popen:
+def launch(args: argparse.Namespace, out: Path, env: dict[str, str],
+           extra: Sequence[str]) -> subprocess.Popen:
     config = Path(args.config) if Path(args.config).exists() else ROOT / args.config
     cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", str(config), "--out",
            str(out), "--force", "--quiet", f"train.max_units={args.tokens}",
            "train.max_minutes=null", "train.eval_every_minutes=null", "train.log_interval=10",
-           "train.lr_schedule=constant", *args.overrides]
+           "train.lr_schedule=constant", *extra, *args.overrides]
     full = {k: v for k, v in os.environ.items() if k not in OMP_KEYS}
     return subprocess.Popen(cmd, env={**full, **env}, stdout=subprocess.DEVNULL)
 
 
-def trial(args: argparse.Namespace, tmp: Path, env: dict[str, str], n: int) -> list[Any]:
+def trial(args: argparse.Namespace, tmp: Path, env: dict[str, str], extra: Sequence[str],
+          n: int) -> list[Any]:
     """``n`` trainings started together; their speeds."""
     runs = [tmp / f"run{i}" for i in range(n)]
     for r in runs:
         shutil.rmtree(r, ignore_errors=True)
-    procs = [launch(args, r, env) for r in runs]
+    procs = [launch(args, r, env, extra) for r in runs]
     codes = [p.wait() for p in procs]
     if any(codes):
         raise SystemExit(f"side_by_side.py: a training failed (exit codes {codes})")
@@ -102,12 +107,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tmp = Path(d)
         for rnd in range(args.rounds):
             for name in args.settings:
-                env = SETTINGS[name][1]
+                what, env, extra = SETTINGS[name]
                 t0 = time.perf_counter()
-                alone = trial(args, tmp, env, 1)
-                pair = trial(args, tmp, env, 2)
-                entry = results.setdefault(name, {"what": SETTINGS[name][0], "env": env,
-                                                  "alone": [], "pair": []})
+                alone = trial(args, tmp, env, extra, 1)
+                pair = trial(args, tmp, env, extra, 2)
+                entry = results.setdefault(name, {"what": what, "env": env,
+                                                  "overrides": list(extra), "alone": [],
+                                                  "pair": []})
                 entry["alone"] += alone
                 entry["pair"].append(pair)
                 each = " + ".join(f"{p['tok_s']:.0f}" for p in pair)
@@ -126,7 +132,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                / results["today"]["alone_tok_s"])
     record = {"config": args.config, "tokens": args.tokens, "rounds": args.rounds,
               "overrides": args.overrides, "settings": results, "machine": machine_info()}
-    out = write_result("side_by_side", record, path=args.out, echo=False)
+    # settings measured by separate invocations on one day end up in one record
+    out = write_result("side_by_side", record, merge_key="settings", path=args.out, echo=False)
     print(json.dumps(out["settings"], indent=2))
     return out
 

@@ -19,8 +19,11 @@ libgomp's default.
 
 **Busy machine.** :func:`other_busy_cores` measures, over a fraction of a second, how many cores
 other processes keep busy (``/proc/stat`` less this process's own time), so that a training can
-say at its start that it will share the machine (0.2 s of its budget, and only a training on
-several threads outside DDP asks).
+say at its start that it will share the machine, and that one thread would serve it better there
+(two ``ptb-onlstm-cpu`` trainings side by side on 2 cores: 2,599 and 2,500 tokens/s on one thread
+each, 2,084 and 2,072 on two; ``side_by_side-20261126.json``). treelm does not lower the count
+itself: the thread count a run starts with is what its resume must find to round alike. The
+check costs 0.2 s of the run's budget, and only a training on several threads outside DDP asks.
 """
 
 from __future__ import annotations
@@ -80,5 +83,5 @@ def busy_note(threads: int) -> str | None:
     if busy is None or cores - busy >= threads - 0.5:
         return None
     return (f"treelm: note: other processes keep about {busy:.1f} of this machine's {cores} "
-            f"cores busy; training on {threads} thread(s) shares them (timings will be slower; "
-            f"train.threads sets the count)")
+            f"cores busy; training on {threads} threads shares them (beside another training, "
+            f"train.threads=1 trains faster: benchmarks/side_by_side.py)")
