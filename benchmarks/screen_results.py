@@ -126,7 +126,7 @@ def plot(rec: dict[str, Any], path: Path) -> None:
     f1_ax.set_ylabel(f"sentence F1 on {rec['screen']['dev']} (%), official rule")
     f1_ax.set_title("trees: mean over seeds, each recipe's chosen layer")
     f1_ax.grid(alpha=0.3)
-    f1_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    f1_ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)
     ppl_ax.set_xlabel("tokens seen (millions)")
     ppl_ax.set_ylabel("validation perplexity")
     ppl_ax.set_yscale("log")
@@ -136,7 +136,7 @@ def plot(rec: dict[str, Any], path: Path) -> None:
         axis.set_minor_formatter(FormatStrFormatter("%.0f"))
     ppl_ax.set_title("language model: mean over seeds")
     ppl_ax.grid(alpha=0.3, which="both")
-    fig.subplots_adjust(wspace=0.55)
+    fig.subplots_adjust(wspace=0.25)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight", facecolor="white")
 
