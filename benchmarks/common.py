@@ -149,3 +149,15 @@ def write_page(doc: Path, lines: list[str]) -> str:
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text, encoding="utf-8")
     return text
+
+
+def render_newest(found: tuple[Path, dict[str, Any]] | None, render: Any, doc: Path,
+                  what: str) -> Path | None:
+    """``render(path, record, doc)`` of the newest record ``found`` (see :func:`newest_record`);
+    without one, ``doc`` is left as it is and says so. The page's path, or None."""
+    if found is None:
+        print(f"no {what} record yet: {doc.name} left as it is")
+        return None
+    render(*found, doc)
+    print(f"wrote {doc}")
+    return doc

@@ -19,7 +19,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import newest_record, write_page  # noqa: E402
+from common import newest_record, render_newest, write_page  # noqa: E402
 
 RESULTS = HERE / "results"
 DOC = HERE.parent / "docs" / "trees-screen.md"
@@ -153,13 +153,8 @@ def render(path: Path, rec: dict[str, Any], doc: Path, img: Path | None = None) 
 
 
 def main(results: Path = RESULTS, doc: Path = DOC) -> Path | None:
-    found = newest(results)
-    if found is None:
-        print("no tree screen record yet: docs/trees-screen.md left as it is")
-        return None
-    render(*found, doc)
-    print(f"wrote {doc}")
-    return doc
+    """Render the newest tree screen record, if there is one; the page's path, or None."""
+    return render_newest(newest(results), render, doc, 'tree screen')
 
 
 if __name__ == "__main__":

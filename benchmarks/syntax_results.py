@@ -23,7 +23,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import newest_record, write_page  # noqa: E402
+from common import newest_record, render_newest, write_page  # noqa: E402
 
 RESULTS = HERE / "results"
 DOC = HERE.parent / "docs" / "syntax-results.md"
@@ -415,13 +415,7 @@ def render(path: Path, rec: dict[str, Any], doc: Path, img: Path | None = None,
 
 def main(results: Path = RESULTS, doc: Path = DOC) -> Path | None:
     """Render the newest trees record, if there is one; the page's path, or None."""
-    found = newest(results)
-    if found is None:
-        print("no trees record yet: docs/syntax-results.md left as it is")
-        return None
-    render(*found, doc)
-    print(f"wrote {doc}")
-    return doc
+    return render_newest(newest(results), render, doc, 'trees')
 
 
 if __name__ == "__main__":
