@@ -1,0 +1,147 @@
+"""Where a training step's time goes: each phase of ``Trainer.step`` and the operators inside it,
+per token, for two or more configs side by side (issue 37 item 4: batch 20 × BPTT 70 against
+batch 64 × BPTT 35).
+
+    python benchmarks/step_profile.py [--configs configs/ptb-onlstm-trees.yaml
+        configs/ptb-onlstm-cpu.yaml] [--steps 40] [--warmup 10] [--top 12] [--out PATH]
+
+A step is ``Trainer.step`` taken apart, the same calls in the same order:
+
+    zero_grad → forward + loss (the task's ``loss`` under the precision's autocast)
+              → backward → clip_grad_norm_ → optimizer.step + averager.update
+
+each phase timed with ``perf_counter`` (the CPU runs them synchronously), summed over ``--steps``
+batches after ``--warmup``; per token = phase time / tokens. Then ``torch.profiler`` over as
+many more steps gives each operator's self time per token: the small-batch cost shows as the
+operators whose time does not shrink with the batch (per-step launches, the recurrent steps'
+small products, the optimiser's per-parameter loops). Tokens/s here are of the step alone (no
+validation, no checkpoint): a whole training's rate is ``benchmarks/precision.py``'s.
+Run it alone on the machine; the record (``benchmarks/results/step_profile-DATE.json``) holds
+the machine and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch  # noqa: E402
+from common import result_path, write_result  # noqa: E402
+from torch import nn  # noqa: E402
+
+from treelm.config import apply_overrides, load_config  # noqa: E402
+from treelm.rundir.files import RunFiles  # noqa: E402
+from treelm.train.trainer import Trainer  # noqa: E402
+
+CONFIGS = ["configs/ptb-onlstm-trees.yaml", "configs/ptb-onlstm-cpu.yaml"]
+PHASES = ("zero_grad", "forward+loss", "backward", "clip", "optimizer")
+
+
+def timed_step(tr: Trainer, batch: Any, lr: float, acc: dict[str, float]) -> None:
+    """``Trainer.step`` phase by phase, adding each phase's seconds to ``acc``."""
+    t = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        acc[name] += now - t
+        t = now
+
+    for g in tr.optimizer.param_groups:
+        g["lr"] = lr
+    tr.optimizer.zero_grad(set_to_none=True)
+    lap("zero_grad")
+    with tr.autocast():
+        out = tr.task.loss(tr.net, batch)
+    out.value.item()            # the logged value, read as the trainer reads it
+    lap("forward+loss")
+    out.loss.backward()
+    lap("backward")
+    if tr.tc.clip:
+        nn.utils.clip_grad_norm_(tr.model.parameters(), tr.tc.clip)
+    lap("clip")
+    tr.optimizer.step()
+    tr.averager.update()
+    lap("optimizer")
+
+
+def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
+            ) -> dict[str, Any]:
+    """One config: its step's phases and top operators, per token."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = apply_overrides(load_config(config), ["train.lr_schedule=constant", *overrides])
+        tr = Trainer(cfg, RunFiles(Path(tmp) / "run"), quiet=True)
+        tr.net.train()
+
+        def batches() -> Any:
+            while True:
+                yield from tr.task.batches()
+                tr.task.new_epoch()
+
+        it = batches()
+        for _ in range(warmup):
+            tr.step(next(it), tr.tc.lr)
+        acc: dict[str, float] = defaultdict(float)
+        tokens = 0
+        for _ in range(steps):
+            batch = next(it)
+            timed_step(tr, batch, tr.tc.lr, acc)
+            tokens += batch.size
+        total = sum(acc.values())
+        ptoks = 0
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                batch = next(it)
+                tr.step(batch, tr.tc.lr)
+                ptoks += batch.size
+        ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        prof_total = sum(e.self_cpu_time_total for e in ops)
+        return {
+            "config": config, "overrides": overrides,
+            "batch_size": cfg["train"].get("batch_size"), "bptt": cfg["train"].get("bptt"),
+            "optimizer": tr.tc.optimizer, "precision": tr.choice.precision,
+            "steps": steps, "tokens": tokens, "tokens_per_step": tokens / steps,
+            "tokens_per_s": round(tokens / total, 1), "ms_per_step": round(1e3 * total / steps, 2),
+            "phases": {p: {"ms_per_step": round(1e3 * acc[p] / steps, 3),
+                           "us_per_token": round(1e6 * acc[p] / tokens, 2),
+                           "share": round(acc[p] / total, 4)} for p in PHASES},
+            "top_ops": [{"op": e.key, "calls_per_step": round(e.count / steps, 1),
+                         "us_per_token": round(e.self_cpu_time_total / ptoks, 2),
+                         "share": round(e.self_cpu_time_total / prof_total, 4)}
+                        for e in ops[:top]],
+        }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--configs", nargs="+", default=CONFIGS)
+    ap.add_argument("--steps", type=int, default=40, help="timed steps per config (default 40)")
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    ap.add_argument("--top", type=int, default=12, help="operators listed (default 12)")
+    ap.add_argument("--out", type=Path, help="the record (default step_profile-DATE.json)")
+    ap.add_argument("overrides", nargs="*", metavar="key=value",
+                    help="config overrides for every config (e.g. train.threads=2)")
+    args = ap.parse_args(argv)
+    if args.steps < 1 or args.warmup < 0 or args.top < 1:
+        ap.error("--steps and --top must be >= 1, --warmup >= 0")
+    for c in args.configs:
+        if not Path(c).is_file():
+            ap.error(f"config {c} not found")
+    torch.set_flush_denormal(True)
+    results = [profile(c, args.steps, args.warmup, args.top, list(args.overrides))
+               for c in args.configs]
+    base = results[-1]["tokens_per_s"]
+    for r in results:
+        r["tokens_per_s_over_last"] = round(r["tokens_per_s"] / base, 3)
+    record = {"torch_threads": torch.get_num_threads(), "results": results}
+    return write_result("step_profile", record, path=args.out or result_path("step_profile"))
+
+
+if __name__ == "__main__":
+    main()

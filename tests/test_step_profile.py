@@ -1,0 +1,46 @@
+"""``benchmarks/step_profile.py`` on the tiny config: the phases cover the whole step (their shares
+add up to one and their times to the step's), the rate is the tokens over that time, and the
+operators are the profiler's, per token."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("step_profile",
+                                                  ROOT / "benchmarks" / "step_profile.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_phases_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "sp.json"
+    rec = _load().main(["--configs", "configs/tiny-lm.yaml", "--steps", "3", "--warmup", "1",
+                        "--top", "4", "--out", str(out), "train.threads=1"])
+    assert json.loads(out.read_text())["results"] == rec["results"]
+    (r,) = rec["results"]
+    assert r["batch_size"] == 4 and r["bptt"] == 12 and r["steps"] == 3
+    shares = sum(p["share"] for p in r["phases"].values())
+    assert shares == pytest.approx(1.0, abs=1e-3)
+    ms = sum(p["ms_per_step"] for p in r["phases"].values())
+    assert ms == pytest.approx(r["ms_per_step"], rel=1e-2)
+    assert r["tokens_per_s"] == pytest.approx(r["tokens"] / (ms * r["steps"] / 1e3), rel=1e-2)
+    assert len(r["top_ops"]) == 4 and all(o["us_per_token"] > 0 for o in r["top_ops"])
+    assert r["tokens_per_s_over_last"] == 1.0
+
+
+def test_missing_config_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _load().main(["--configs", "configs/nope.yaml"])
+    assert "config configs/nope.yaml not found" in capsys.readouterr().err
