@@ -70,12 +70,19 @@ def _where(path: Path) -> str:
 
 def budget(study: dict[str, Any]) -> str:
     """The budget per run as the study set it: tokens (``train.max_units``) when given, the
-    minutes then only a cap."""
-    units = next((o.split("=", 1)[1] for o in study.get("overrides") or []
-                  if o.startswith("train.max_units=")), None)
+    minutes then only a cap. A record's ``budget`` is the one its runs resolved (flags, the
+    config's keys, overrides); a record older than that key has ``--minutes`` and maybe a
+    ``train.max_units=`` override."""
+    if "budget" in study:
+        units, minutes = study["budget"].get("max_units"), study["budget"].get("max_minutes")
+    else:
+        units = next((o.split("=", 1)[1] for o in study.get("overrides") or []
+                      if o.startswith("train.max_units=")), None)
+        minutes = study.get("minutes")
     if units is None:
-        return f"{study['minutes']:g} min per run"
-    return f"{int(float(units)):,} training tokens per run, at most {study['minutes']:g} min"
+        return f"{minutes:g} min per run"
+    cap = f", at most {minutes:g} min" if minutes is not None else ""
+    return f"{int(float(units)):,} training tokens per run{cap}"
 
 
 def finished_line(rec: dict[str, Any]) -> str:

@@ -1,12 +1,19 @@
 """The tree result over seeds: ON-LSTM trees against right-branching and the rule control, with the
 paper's master input gate and the symmetric one (issue 24).
 
-    NLTK_DATA=../shared/data/nltk_data python benchmarks/trees.py --minutes 600 \
+    NLTK_DATA=../shared/data/nltk_data python benchmarks/trees.py [--minutes 600 | --tokens N] \
         [--seeds 3] [--gates paper symmetric] [--config configs/ptb-onlstm-cpu.yaml] \
-        [--runs runs/trees] [--out FILE.json] [--precision P] [key=value ...]
+        [--eval-every MIN | --eval-every-tokens N] [--runs runs/trees] [--out FILE.json] \
+        [--precision P] [key=value ...]
 
 Trains ``--config`` once per gate (``model.cell_options.master_input``) and seed (``seed=1..N``)
-for ``--minutes`` each, with ``train.eval_parse`` scoring every layer's trees under both tree rules
+within a budget per run: ``--minutes`` of wall-clock time (``train.max_minutes``), or ``--tokens``
+training tokens (``train.max_units``: the same point of training on any machine, however loaded),
+or, with neither, the budget the config itself sets (one of the two keys, else refused). Each
+flag replaces the config's other kind of budget (``--tokens`` sets ``train.max_minutes=null``,
+``--minutes`` ``train.max_units=null``), as ``--eval-every`` (minutes) and
+``--eval-every-tokens`` do for the validations, so that the study's budget is the one named.
+Every run validates with ``train.eval_parse`` scoring every layer's trees under both tree rules
 on ``--dev`` (``nltk-dev``) at every validation, so that each run's metrics hold the F1 against
 the tokens seen. Checkpoints are chosen on the validation loss alone. For each finished run the
 best checkpoint's layers are scored on ``--dev`` (all lengths) and ``--test`` (``nltk-test``, all
@@ -27,7 +34,8 @@ skips finished runs, continues a killed one with ``treelm train --resume`` and s
 Each run is added to the record (``benchmarks/results/trees-<YYYYMMDD>.json``, the date of the
 study's first day: a rerun finds the record of its ``--runs`` there; or ``--out``) as soon as it
 is scored. ``python benchmarks/report.py`` renders ``docs/syntax-results.md`` from the newest
-record. Run alone on the machine: the budget is wall-clock. The record also holds, under
+record. Under a wall-clock budget run it alone on the machine (a token budget does not depend on
+the load; its minutes still do). The record also holds, under
 ``in_progress``, the validation curves of the runs not yet finished as they were when it was
 written; ``--no-train`` writes such a snapshot of a running study (and scores any run that has
 finished) without training anything.
@@ -67,7 +75,9 @@ from tree_runs import (  # noqa: E402
 
 GATES = ("paper", "symmetric")
 #: Keys a study keeps across reruns: a rerun with other values would mix two studies.
-STUDY_KEYS = ("config", "minutes", "dev", "test", "precision", "overrides", "eval_every")
+#: (``tokens`` and ``eval_every_tokens`` came later: a record without them has None there.)
+STUDY_KEYS = ("config", "minutes", "tokens", "dev", "test", "precision", "overrides",
+              "eval_every", "eval_every_tokens")
 EXAMPLE_WORDS = 12      # the drawn test sentence: the first whose length is nearest to this
 
 
@@ -76,7 +86,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--screen", action="store_true",
                     help="the recipe screen instead of the study (benchmarks/trees_screen.py)")
-    ap.add_argument("--minutes", type=float, help="wall-time budget per run (the study)")
+    ap.add_argument("--minutes", type=float, help="wall-time budget per run (the study; "
+                    "train.max_minutes; default: the config's budget)")
+    ap.add_argument("--tokens", type=int, help="training tokens per run (the study; "
+                    "train.max_units, and train.max_minutes=null)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds 1..N per gate (default 3)")
     ap.add_argument("--gates", nargs="+", choices=GATES, default=list(GATES),
                     help="master input gates (model.cell_options.master_input)")
@@ -90,7 +103,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--test", default="nltk-test", help="treebank reported on (nltk-test)")
     ap.add_argument("--precision", help="train.precision=P for every run (only when given)")
     ap.add_argument("--eval-every", type=float,
-                    help="train.eval_every_minutes (default: the config's)")
+                    help="validate every this many minutes: train.eval_every_minutes (and "
+                         "train.eval_every_units=null; default: the config's)")
     ap.add_argument("--baseline-seeds", type=int, default=5,
                     help="seeds of random trees and of the rule control (default 5)")
     ap.add_argument("--threads", type=int, help="torch threads for the scoring, and the "
@@ -102,8 +116,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="config overrides for every run (e.g. data.file=... for a tiny run)")
     trees_screen.add_arguments(ap)
     args = ap.parse_args(argv)
-    if not args.screen and (args.minutes is None or args.minutes <= 0):
-        raise StudyError("--minutes must be given and > 0 (or --screen)")
+    if args.screen:
+        if args.tokens is not None or args.minutes is not None:
+            raise StudyError("--minutes and --tokens are the study's budgets; the screen's is "
+                             "--budget (tokens)")
+    else:
+        check_budget_flags(args)
     if args.seeds < 1 or args.baseline_seeds < 1:
         raise StudyError("--seeds and --baseline-seeds must be >= 1")
     args.command = command_line() if argv is None else shlex.join(
@@ -111,10 +129,39 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def check_budget_flags(args: argparse.Namespace) -> None:
+    """One kind of budget and one kind of validation period at most, each > 0."""
+    if args.minutes is not None and args.tokens is not None:
+        raise StudyError("give --minutes (wall-clock) or --tokens (training tokens), not both")
+    if args.eval_every is not None and args.eval_every_tokens is not None:
+        raise StudyError("give --eval-every (minutes) or --eval-every-tokens, not both")
+    for flag, value in (("--minutes", args.minutes), ("--tokens", args.tokens),
+                        ("--eval-every", args.eval_every),
+                        ("--eval-every-tokens", args.eval_every_tokens)):
+        if value is not None and value <= 0:
+            raise StudyError(f"{flag} must be > 0, got {value:g}")
+
+
 def study_settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {"config": args.config, "minutes": args.minutes, "dev": args.dev, "test": args.test,
-            "precision": args.precision, "overrides": list(args.overrides),
-            "eval_every": args.eval_every}
+    return {"config": args.config, "minutes": args.minutes, "tokens": args.tokens,
+            "dev": args.dev, "test": args.test, "precision": args.precision,
+            "overrides": list(args.overrides), "eval_every": args.eval_every,
+            "eval_every_tokens": args.eval_every_tokens}
+
+
+def budget_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The budget and validation period the study's runs train with, as resolved from the config
+    and the flags (the first gate's seed 1; every run has the same): refused when the config
+    sets no budget and no flag gives one, before anything is trained."""
+    from treelm.train.builders import read_config
+
+    tc, _ = read_config(study_config(args, args.gates[0], 1))
+    if tc.max_units is None and tc.max_minutes is None:
+        raise StudyError(f"{args.config} sets no budget (neither train.max_units nor "
+                         f"train.max_minutes): give --tokens or --minutes")
+    return {"max_units": tc.max_units, "max_minutes": tc.max_minutes,
+            "eval_every_units": tc.eval_every_units,
+            "eval_every_minutes": tc.eval_every_minutes}
 
 
 # ----------------------------------------------------------------------------- the record
@@ -124,6 +171,7 @@ def load_record(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
         return {}
     old = json.loads(path.read_text(encoding="utf-8"))
     study = old.get("study", {})
+    # a key the record lacks (it predates the key) reads as None: the flag was not given
     differ = [f"{k}={study.get(k)!r}" for k in STUDY_KEYS if study.get(k) != settings[k]]
     if differ:
         raise StudyError(f"{path} holds another study ({', '.join(differ)}); give another --out "
@@ -139,17 +187,42 @@ def train_command(args: argparse.Namespace, run: Path, gate: str, seed: int) -> 
     base = [sys.executable, "-m", "treelm.cli", "train"]
     if RunFiles(run).pointer.exists():
         return [*base, "--resume", str(run)]
+    return [*base, "--config", str(config_path(args)), "--out", str(run), "--force",
+            *study_overrides(args, gate, seed)]
+
+
+def config_path(args: argparse.Namespace) -> Path:
+    """``--config`` as given, or under the repository when it is not there."""
+    return Path(args.config) if Path(args.config).exists() else ROOT / args.config
+
+
+def study_overrides(args: argparse.Namespace, gate: str, seed: int) -> list[str]:
+    """The overrides on ``--config`` of the run of ``gate`` and ``seed``."""
     parse = f"{{treebank: {args.dev}, layers: all, rules: [{', '.join(RULES)}]}}"
-    overrides = [f"seed={seed}", f"model.cell_options.master_input={gate}",
-                 f"train.max_minutes={args.minutes}", "train.epochs=1000000",
-                 f"train.eval_parse={parse}", *args.overrides]
+    overrides = [f"seed={seed}", f"model.cell_options.master_input={gate}"]
+    # each flag names the study's budget and validation period, so the config's other kind goes
+    if args.minutes is not None:
+        overrides += [f"train.max_minutes={args.minutes}", "train.max_units=null"]
+    if args.tokens is not None:
+        overrides += [f"train.max_units={args.tokens}", "train.max_minutes=null"]
+    overrides += ["train.epochs=1000000", f"train.eval_parse={parse}"]
     if args.eval_every is not None:
-        overrides.append(f"train.eval_every_minutes={args.eval_every}")
+        overrides += [f"train.eval_every_minutes={args.eval_every}",
+                      "train.eval_every_units=null"]
+    if args.eval_every_tokens is not None:
+        overrides += [f"train.eval_every_units={args.eval_every_tokens}",
+                      "train.eval_every_minutes=null"]
     if args.precision is not None:
         overrides.append(f"train.precision={args.precision}")
-    overrides = trees_screen.merged(overrides)      # the user's keys replace the study's
-    config = Path(args.config) if Path(args.config).exists() else ROOT / args.config
-    return [*base, "--config", str(config), "--out", str(run), "--force", *overrides]
+    return trees_screen.merged([*overrides, *args.overrides])  # the user's replace the study's
+
+
+def study_config(args: argparse.Namespace, gate: str, seed: int) -> dict[str, Any]:
+    """The config the study trains for ``gate`` and ``seed``, as ``treelm train`` builds it from
+    ``--config`` and the overrides (before its data paths are made absolute)."""
+    from treelm.config import apply_overrides, load_config
+
+    return apply_overrides(load_config(config_path(args)), study_overrides(args, gate, seed))
 
 
 def train(args: argparse.Namespace, run: Path, gate: str, seed: int) -> None:
@@ -292,12 +365,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = study_settings(args)
+    budget = budget_of(args)        # (refuses a study without a budget before anything runs)
     out = args.out or find_record(args.runs, "trees-[0-9]*.json") or result_path("trees")
     record = load_record(out, settings)
     runs: dict[str, Any] = dict(record.get("runs", {}))
     baselines = record.get("baselines") or score_baselines(args)
     example = record.get("example") or example_sentence(args.test)
-    data = {"study": settings, "runs_dir": str(args.runs.resolve()), "gates": args.gates,
+    data = {"study": {**settings, "budget": budget}, "runs_dir": str(args.runs.resolve()),
+            "gates": args.gates,
             "seeds": list(range(1, args.seeds + 1)), "rules": list(RULES),
             "baselines": baselines, "example": example, "command": args.command,
             "commands": [*(c for c in record.get("commands", []) if c != args.command),

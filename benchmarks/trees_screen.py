@@ -84,6 +84,7 @@ RECIPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "layers2": ("two layers of 400", (*PAPER, "model.sizes=[400,400,400]")),
     "layers4": ("four layers of 400", (*PAPER, "model.sizes=[400,400,400,400,400]")),
 }
+EVAL_EVERY_TOKENS = 400_000     # the screen's validation period when none is given
 #: Keys a screen keeps across reruns and workers: other values would mix two screens.
 #: (A recipe may join a screen later; one defined otherwise than in the record may not.)
 SCREEN_KEYS = ("config", "budget", "eval_every", "dev", "precision", "overrides")
@@ -95,8 +96,9 @@ ScreenError = StudyError     # (one kind of error for the study and the screen)
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--budget", type=int, default=2_000_000,
                     help="training tokens per run (default 2,000,000)")
-    ap.add_argument("--eval-every-tokens", type=int, default=400_000,
-                    help="validate (and score trees on --dev) every this many tokens")
+    ap.add_argument("--eval-every-tokens", type=int,
+                    help="validate (and score trees on --dev) every this many tokens (the "
+                         "screen's default 400,000; the study's: the config's period)")
     ap.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=list(RECIPES),
                     help="recipes to screen (default all, in this order)")
 
@@ -273,6 +275,8 @@ def add_to_record(out: Path, screen: dict[str, Any], key: str | None,
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.eval_every_tokens is None:      # (the flag is shared with the study: no default)
+        args.eval_every_tokens = EVAL_EVERY_TOKENS
     if args.budget < 1 or args.eval_every_tokens < 1:
         raise ScreenError("--budget and --eval-every-tokens must be >= 1")
     if args.runs == Path("runs/trees"):          # trees.py's default: the study's runs

@@ -331,3 +331,98 @@ def test_a_mean_over_fewer_seeds_than_the_study_does_not_meet_the_target():
     assert _met({"seeds": [1, 2, 3]}, best).startswith("**not decided yet**")
     assert _met({"seeds": [1, 2, 3]}, {**best, "test": {"n": 3}}) == "**met**"
     assert _met({"seeds": [1, 2, 3]}, {**best, "beats_right_branching": False}) == "**not met**"
+
+
+# ----------------------------------------------------------------------------- token budgets
+OLD_STUDY = {"config": "configs/ptb-onlstm-cpu.yaml", "minutes": 600.0, "dev": "nltk-dev",
+             "test": "nltk-test", "precision": None, "eval_every": 5.0,
+             "overrides": ["train.max_units=8000000", "train.lr_schedule=linear_units"]}
+
+
+def test_token_budget_flags(trees, tmp_path):
+    """``--tokens`` and ``--eval-every-tokens`` set the unit keys and drop the minute ones (and
+    ``--minutes``/``--eval-every`` the other way round); one kind of each at most."""
+    args = trees.parse_args(["--tokens", "2000000", "--eval-every-tokens", "400000"])
+    cmd = trees.train_command(args, tmp_path / "paper-seed1", "paper", 1)
+    assert {"train.max_units=2000000", "train.max_minutes=null", "train.eval_every_units=400000",
+            "train.eval_every_minutes=null"} <= set(cmd)
+    assert not any(c.startswith("train.max_minutes=") and c != "train.max_minutes=null"
+                   for c in cmd)
+    args = trees.parse_args(["--minutes", "5", "--eval-every", "2"])
+    cmd = trees.train_command(args, tmp_path / "paper-seed1", "paper", 1)
+    assert {"train.max_minutes=5.0", "train.max_units=null", "train.eval_every_minutes=2.0",
+            "train.eval_every_units=null"} <= set(cmd)
+    # a user's override of a key the study sets replaces the study's (once on the command line)
+    args = trees.parse_args(["--minutes", "600", "train.max_units=8000000"])
+    cmd = trees.train_command(args, tmp_path / "x", "paper", 1)
+    assert "train.max_units=8000000" in cmd and "train.max_units=null" not in cmd
+    for argv, what in ((["--minutes", "5", "--tokens", "9"], "not both"),
+                       (["--eval-every", "5", "--eval-every-tokens", "9"], "not both"),
+                       (["--tokens", "0"], "--tokens must be > 0"),
+                       (["--eval-every-tokens", "-1"], "--eval-every-tokens must be > 0"),
+                       (["--screen", "--tokens", "9"], "--budget")):
+        with pytest.raises(trees.StudyError, match=what):
+            trees.parse_args(argv)
+
+
+def test_without_a_flag_the_configs_budget_is_used(trees, tmp_path):
+    cfg = (ROOT / "configs" / "tiny-lm.yaml").read_text(encoding="utf-8")
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(cfg.replace("train:\n", "train:\n  max_units: 700\n"
+                                  "  eval_every_units: 300\n", 1), encoding="utf-8")
+    args = trees.parse_args(["--config", str(tokens), f"data.file={TINY}"])
+    cmd = trees.train_command(args, tmp_path / "paper-seed1", "paper", 1)
+    assert not any(c.startswith(("train.max_", "train.eval_every_")) for c in cmd)
+    assert trees.budget_of(args) == {"max_units": 700, "max_minutes": None,
+                                     "eval_every_units": 300, "eval_every_minutes": None}
+    args = trees.parse_args(["--config", str(tokens), "--minutes", "3", f"data.file={TINY}"])
+    assert trees.budget_of(args)["max_units"] is None          # --minutes replaces it
+    args = trees.parse_args(["--config", str(ROOT / "configs" / "tiny-lm.yaml"),
+                             f"data.file={TINY}"])
+    with pytest.raises(trees.StudyError, match="sets no budget.*give --tokens or --minutes"):
+        trees.budget_of(args)
+    assert trees.budget_of(trees.parse_args(["--config", str(ROOT / "configs" / "tiny-lm.yaml"),
+                                             "--tokens", "50", f"data.file={TINY}"])) == {
+        "max_units": 50, "max_minutes": None, "eval_every_units": None,
+        "eval_every_minutes": None}
+
+
+def test_a_record_from_before_token_budgets_still_loads(trees, tmp_path):
+    """The Adam study's record has no ``tokens`` keys: its own command reruns into it."""
+    path = tmp_path / "trees-old.json"
+    path.write_text(json.dumps({"study": OLD_STUDY, "runs": {}}), encoding="utf-8")
+    args = trees.parse_args(["--minutes", "600", "--eval-every", "5", "train.max_units=8000000",
+                             "train.lr_schedule=linear_units"])
+    assert trees.load_record(path, trees.study_settings(args))["study"] == OLD_STUDY
+    args = trees.parse_args(["--tokens", "8000000", "train.lr_schedule=linear_units"])
+    with pytest.raises(trees.StudyError, match="minutes=600.0"):
+        trees.load_record(path, trees.study_settings(args))
+
+
+def test_budget_line_of_old_and_new_records(page):
+    assert page.budget(OLD_STUDY) == "8,000,000 training tokens per run, at most 600 min"
+    new = {**OLD_STUDY, "minutes": None, "tokens": None, "overrides": [],
+           "budget": {"max_units": 2000000, "max_minutes": None}}
+    assert page.budget(new) == "2,000,000 training tokens per run"
+    new["budget"] = {"max_units": None, "max_minutes": 60}
+    assert page.budget(new) == "60 min per run"
+
+
+def test_a_study_at_a_token_budget(trees, tmp_path):
+    """End to end at ``--tokens``: the runs stop at the budget, validate on its multiples, and
+    the record keeps the flags and the budget resolved."""
+    s = Study(tmp_path)
+    argv = s.argv()
+    argv[argv.index("--minutes"):argv.index("--minutes") + 2] = [
+        "--tokens", "600", "--eval-every-tokens", "200", "--gates", "paper"]
+    rec = trees.main(argv)
+    assert list(rec["runs"]) == ["paper/1"]
+    study = rec["study"]
+    assert (study["tokens"], study["eval_every_tokens"], study["minutes"]) == (600, 200, None)
+    assert study["budget"] == {"max_units": 600, "max_minutes": None, "eval_every_units": 200,
+                               "eval_every_minutes": None}
+    import yaml
+    cfg = yaml.safe_load(RunFiles(s.runs / "paper-seed1").config.read_text(encoding="utf-8"))
+    assert cfg["train"]["max_units"] == 600 and "max_minutes" not in cfg["train"]
+    assert rec["runs"]["paper/1"]["tokens"] >= 600
+    assert [p["tokens"] // 200 for p in rec["runs"]["paper/1"]["curve"][:2]] == [1, 2]

@@ -140,3 +140,14 @@ def test_committed_page_is_what_the_newest_record_renders(zh, tmp_path):
     found = zh.newest()
     text = zh.render(*(found or (None, None)), tmp_path / "syntax-zh.md")
     assert text == (ROOT / "docs" / "syntax-zh.md").read_text(encoding="utf-8")
+
+
+def test_a_token_budget_passes_through(zh):
+    """``--tokens`` and ``--eval-every-tokens`` reach benchmarks/trees.py as given."""
+    trees = _load("trees")
+    argv, _ = zh.study_argv(["--tokens", "2000000", "--eval-every-tokens", "400000",
+                             "--out", "x.json"])
+    args = trees.parse_args(argv)
+    assert (args.tokens, args.eval_every_tokens, args.minutes) == (2000000, 400000, None)
+    cmd = trees.train_command(args, Path("runs/x/paper-seed1"), "paper", 1)
+    assert "train.max_units=2000000" in cmd and "train.max_minutes=null" in cmd
