@@ -29,6 +29,14 @@ configuration (gate with the best dev F1 under the official rule) against right-
 test; and, per run and layer, the tokens seen when its F1 on ``--dev`` first exceeded
 right-branching there.
 
+``--adopt DIR`` (repeatable) takes runs another study or the screen (``--screen``) has trained:
+a gate and seed not finished under ``--runs`` is taken from a finished run under ``DIR`` whose
+saved config, resolved as the trainer reads it (every default filled in), equals the one this
+study would train for that gate and seed, save for ``train.threads`` and
+``train.save_every_minutes``. Such a run is scored where it lies (nothing is copied) and its entry
+in the record says ``adopted_from``; a run under ``DIR`` that differs is named on stderr with its
+first differing key, and an unfinished one is never adopted.
+
 Resumable, for a study of several days: a run directory per (gate, seed) under ``--runs``; a rerun
 skips finished runs, continues a killed one with ``treelm train --resume`` and starts the rest.
 Each run is added to the record (``benchmarks/results/trees-<YYYYMMDD>.json``, the date of the
@@ -44,6 +52,7 @@ finished) without training anything.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -78,6 +87,10 @@ GATES = ("paper", "symmetric")
 #: (``tokens`` and ``eval_every_tokens`` came later: a record without them has None there.)
 STUDY_KEYS = ("config", "minutes", "tokens", "dev", "test", "precision", "overrides",
               "eval_every", "eval_every_tokens")
+#: Keys an adopted run may hold otherwise: they set how fast a run goes (threads; the order of a
+#: product's partial sums, so its last bits) and how often it checkpoints, not what it trains on,
+#: for how long or with what model, so its scores mean what this study's own run's would.
+ADOPT_IGNORES = ("train.threads", "train.save_every_minutes")
 EXAMPLE_WORDS = 12      # the drawn test sentence: the first whose length is nearest to this
 
 
@@ -112,6 +125,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-train", action="store_true",
                     help="train nothing: score the finished runs not yet in the record and write "
                          "the curves of the runs still training (a snapshot of a running study)")
+    ap.add_argument("--adopt", type=Path, action="append", default=[], metavar="DIR",
+                    help="take a gate and seed not finished under --runs from a finished run "
+                         "in DIR with the same resolved config (e.g. runs/trees-screen); "
+                         "repeatable")
     ap.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every run (e.g. data.file=... for a tiny run)")
     trees_screen.add_arguments(ap)
@@ -120,6 +137,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if args.tokens is not None or args.minutes is not None:
             raise StudyError("--minutes and --tokens are the study's budgets; the screen's is "
                              "--budget (tokens)")
+        if args.adopt:
+            raise StudyError("--adopt is an option of the study, not of --screen")
     else:
         check_budget_flags(args)
     if args.seeds < 1 or args.baseline_seeds < 1:
@@ -223,6 +242,90 @@ def study_config(args: argparse.Namespace, gate: str, seed: int) -> dict[str, An
     from treelm.config import apply_overrides, load_config
 
     return apply_overrides(load_config(config_path(args)), study_overrides(args, gate, seed))
+
+
+# ----------------------------------------------------------------------------- adoption
+def resolved(cfg: dict[str, Any], new: bool = True) -> dict[str, Any]:
+    """``cfg`` as the trainer reads it (:func:`treelm.train.builders.read_config`: every value
+    checked, the loop's and the task's defaults filled in, a new config's data paths made
+    absolute), flattened to dotted keys, without :data:`ADOPT_IGNORES`."""
+    from treelm.train.builders import read_config
+
+    tc, rc = read_config(cfg, new=new)
+    flat: dict[str, Any] = {"seed": rc.seed, "task": rc.task.name}
+    for section, values in (("data", rc.data), ("train", tc), ("train", rc.options),
+                            ("model", rc.model)):
+        _flatten(section, dataclasses.asdict(values) if dataclasses.is_dataclass(values)
+                 else values, flat)
+    return {k: v for k, v in flat.items() if k not in ADOPT_IGNORES}
+
+
+def _flatten(prefix: str, value: Any, into: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}", v, into)
+    else:
+        into[prefix] = value
+
+
+def first_difference(mine: dict[str, Any], theirs: dict[str, Any]) -> str | None:
+    """The first key (in ``mine``'s order, then ``theirs``') whose values differ, or None."""
+    absent = object()
+    return next((k for k in [*mine, *(k for k in theirs if k not in mine)]
+                 if mine.get(k, absent) != theirs.get(k, absent)), None)
+
+
+def _said(cfg: dict[str, Any], key: str) -> str:
+    return repr(cfg[key]) if key in cfg else "absent"
+
+
+def adoptable(args: argparse.Namespace, needed: Sequence[tuple[str, int]],
+              seeds: Sequence[int]) -> dict[str, Path]:
+    """``gate/seed`` -> the finished run under an ``--adopt`` directory whose resolved config is
+    the one this study trains for that gate and seed, for the ``needed`` ones (the first such
+    run, in the order of ``--adopt`` and of names). Every other run there is named on stderr:
+    unfinished, unreadable, or its first key that differs from the nearest of the study's
+    configs."""
+    from treelm.config import load_config
+    from treelm.errors import TreelmError
+    from treelm.rundir.files import RunFiles
+    from treelm.tasks import saved_config
+
+    wanted = {(g, s): resolved(study_config(args, g, s)) for g in args.gates for s in seeds}
+    found: dict[str, Path] = {}
+
+    def say(run: Path, why: str) -> None:
+        print(f"--adopt: {run}: not adopted: {why}", file=sys.stderr, flush=True)
+
+    for folder in args.adopt:
+        if not folder.is_dir():
+            raise StudyError(f"--adopt {folder}: no such directory")
+        for run in sorted(p for p in folder.iterdir() if RunFiles(p).config.is_file()):
+            try:
+                theirs = resolved(saved_config(load_config(RunFiles(run).config)), new=False)
+            except TreelmError as e:
+                say(run, f"its config does not read ({e})")
+                continue
+            diffs = {gs: first_difference(mine, theirs) for gs, mine in wanted.items()}
+            same = [gs for gs, d in diffs.items() if d is None]
+            if not same:
+                # the nearest of the study's configs: the fewest keys apart
+                near = min(wanted, key=lambda gs: sum(
+                    wanted[gs].get(k) != theirs.get(k) for k in {*wanted[gs], *theirs}))
+                key = diffs[near]
+                assert key is not None
+                say(run, f"{key} is {_said(theirs, key)} there, {_said(wanted[near], key)} for "
+                         f"the {near[0]} gate, seed {near[1]}")
+                continue
+            gate, seed = same[0]
+            if (gate, seed) not in needed or f"{gate}/{seed}" in found:
+                continue            # this study has that run already
+            if not finished(run):
+                say(run, f"it has the config of the {gate} gate, seed {seed}, but has not "
+                         f"finished")
+                continue
+            found[f"{gate}/{seed}"] = run
+    return found
 
 
 def train(args: argparse.Namespace, run: Path, gate: str, seed: int) -> None:
@@ -387,10 +490,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return write_result("trees", rec, path=out, echo=False)
 
     rec = write()
+    seeds = range(1, args.seeds + 1)
+    needed = [(g, s) for g in args.gates for s in seeds
+              if f"{g}/{s}" not in runs and not finished(args.runs / f"{g}-seed{s}")]
+    adopted = adoptable(args, needed, seeds) if args.adopt and needed else {}
     for gate in args.gates:
-        for seed in range(1, args.seeds + 1):
+        for seed in seeds:
             key, run = f"{gate}/{seed}", args.runs / f"{gate}-seed{seed}"
             if key in runs:
+                continue
+            if key in adopted:
+                # scored where it lies: its minutes are its own machine's and load's, which
+                # the page says
+                runs[key] = {**score_run(args, adopted[key], gate, seed, example),
+                             "adopted_from": str(adopted[key]),
+                             "adopted_threads": _threads(adopted[key])}
+                rec = write()
+                print(f"{key}: adopted from {adopted[key]}, added to {out}", file=sys.stderr,
+                      flush=True)
                 continue
             if not finished(run):
                 if args.no_train:
@@ -401,6 +518,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print(f"{key}: added to {out}", file=sys.stderr, flush=True)
     print(json.dumps(rec["summary"], indent=2))
     return rec
+
+
+def _threads(run: Path) -> int | None:
+    """The ``train.threads`` an adopted run trained with (None: torch's default)."""
+    from treelm.config import load_config
+    from treelm.rundir.files import RunFiles
+
+    return (load_config(RunFiles(run).config).get("train") or {}).get("threads")
 
 
 def cli() -> int:

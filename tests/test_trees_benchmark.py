@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -426,3 +427,77 @@ def test_a_study_at_a_token_budget(trees, tmp_path):
     assert cfg["train"]["max_units"] == 600 and "max_minutes" not in cfg["train"]
     assert rec["runs"]["paper/1"]["tokens"] >= 600
     assert [p["tokens"] // 200 for p in rec["runs"]["paper/1"]["curve"][:2]] == [1, 2]
+
+
+# ----------------------------------------------------------------------------- adoption
+PAPER_TINY = ["train.batch_size=4", "train.bptt=12", "model.sizes=[16,20,16]"]
+
+
+def test_the_study_adopts_a_screen_run_with_its_config(trees, tmp_path, capsys):
+    """A screen run of the paper's recipe is the study's paper gate, seed 1, when the study's
+    config is the recipe's at the screen's budget: scored where it lies, not trained again;
+    another budget, or a run not finished, is not adopted and is named with the reason."""
+    s = Study(tmp_path)
+    screen = tmp_path / "screen"
+    shape = [f"data.file={TINY}", *PAPER_TINY]
+    trees.main(["--screen", "--seeds", "1", "--recipes", "paper", "--budget", "600",
+                "--eval-every-tokens", "200", "--config", str(ROOT / "configs" / "tiny-lm.yaml"),
+                "--dev", str(s.dev), "--runs", str(screen), "--out", str(tmp_path / "sc.json"),
+                "--baseline-seeds", "2", "--threads", "1", *shape])
+    screen_mod = sys.modules["trees_screen"]
+    # the tree config: the tiny config with the recipe's keys and the screen's budget; the
+    # study's own threads (2) and checkpoint period differ, which adoption ignores
+    recipe = [*screen_mod.RECIPES["paper"][1], "train.lr_schedule=constant", *shape,
+              "train.threads=2", "train.save_every_minutes=1"]
+
+    def study(runs: str, tokens: str = "600", adopt: Path = screen) -> dict:
+        argv = ["--tokens", tokens, "--eval-every-tokens", "200", "--gates", "paper",
+                "--seeds", "1", "--config", str(ROOT / "configs" / "tiny-lm.yaml"), "--dev",
+                str(s.dev), "--test", str(s.test), "--runs", str(tmp_path / runs), "--out",
+                str(tmp_path / f"{runs}.json"), "--baseline-seeds", "2", "--adopt", str(adopt),
+                "--no-train", *recipe]
+        return trees.main(argv)
+
+    capsys.readouterr()
+    rec = study("runs")
+    entry = rec["runs"]["paper/1"]
+    assert entry["adopted_from"] == entry["run_dir"] == str(screen / "paper-seed1")
+    assert entry["adopted_threads"] == 1
+    assert not (tmp_path / "runs" / "paper-seed1").exists()       # nothing copied or trained
+    screened = json.loads((tmp_path / "sc.json").read_text(encoding="utf-8"))["runs"]
+    assert entry["best_valid_ppl"] == screened["paper-seed1"]["best_valid_ppl"]
+    assert entry["tokens"] == screened["paper-seed1"]["tokens"]
+    assert "paper/1: adopted from" in capsys.readouterr().err
+
+    rec = study("other", tokens="900")                        # another budget: not adopted
+    assert rec["runs"] == {}
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [ln for ln in err if ln.startswith("--adopt")] == [
+        f"--adopt: {screen / 'paper-seed1'}: not adopted: train.max_units is 600 there, 900 "
+        f"for the paper gate, seed 1"]
+
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(screen / "paper-seed1", unfinished / "paper-seed1")
+    files = RunFiles(unfinished / "paper-seed1")
+    lines = files.metrics.read_text(encoding="utf-8").splitlines(keepends=True)
+    files.metrics.write_text("".join(ln for ln in lines if '"done"' not in ln), encoding="utf-8")
+    rec = study("third", adopt=unfinished)
+    assert rec["runs"] == {}
+    assert "paper-seed1: not adopted: it has the config of the paper gate, seed 1, but has " \
+           "not finished" in capsys.readouterr().err
+
+
+def test_resolved_configs_fill_defaults_and_ignore_threads(trees):
+    base = {"seed": 1, "data": {"source": "files", "file": str(TINY)},
+            "model": {"type": "lm", "cell": "onlstm", "sizes": [16, 20, 16]},
+            "train": {"optimizer": "adam", "lr": 0.002, "threads": 1}}
+    same = {**base, "train": {"lr": 2e-3, "max_minutes": None, "threads": 4,
+                              "save_every_minutes": 1}}
+    assert trees.first_difference(trees.resolved(base), trees.resolved(same)) is None
+    other = {**base, "model": {**base["model"], "dropout": 0.3}}
+    assert trees.first_difference(trees.resolved(base), trees.resolved(other)) == "model.dropout"
+
+
+def test_adopt_is_the_studys_option(trees):
+    with pytest.raises(trees.StudyError, match="--adopt is an option of the study"):
+        trees.parse_args(["--screen", "--adopt", "runs/trees-screen"])
