@@ -10,6 +10,7 @@ import platform
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,12 +136,17 @@ def find_record(runs: Path, pattern: str, results: Path = RESULTS) -> Path | Non
     return None
 
 
-def newest_record(pattern: str,
-                  results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
+def newest_record(pattern: str, results: Path = RESULTS,
+                  where: Callable[[dict[str, Any]], bool] | None = None,
+                  ) -> tuple[Path, dict[str, Any]] | None:
     """The newest record in ``results`` matching ``pattern`` (a glob; dated names sort by
-    date), with its contents; None when there is none."""
-    files = sorted(results.glob(pattern))
-    return (files[-1], json.loads(files[-1].read_text(encoding="utf-8"))) if files else None
+    date) and, if given, the test ``where`` on its contents, with its contents; None when there
+    is none."""
+    for path in sorted(results.glob(pattern), reverse=True):
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if where is None or where(rec):
+            return path, rec
+    return None
 
 
 def write_page(doc: Path, lines: list[str]) -> str:

@@ -13,6 +13,14 @@ regenerating the page after more runs cannot leave a stale remark. The pictures:
 * ``syntax-results-tree-gold.png`` and ``syntax-results-tree-<gate>.png``: the gold tree of the
   record's test sentence and, per gate, the tree of the gate's first seed at the layer chosen on
   dev under the official rule.
+
+When the newest record is the study of another config than the perplexity config
+(:data:`PERPLEXITY_CONFIG`, the Adam study of ``trees-20261123.json``), the newest record of the
+perplexity config's study stays on the page as a control (the same columns, per gate), with a
+paragraph made from the two records and the newest screen record (``trees-screen-*.json``: the
+perplexity config's own recipe against the paper's at equal tokens) on why the two configs
+differ; where the numbers show no difference it says so. Runs a study adopted (``trees.py
+--adopt``) are marked, with a note on what their minutes mean.
 """
 
 from __future__ import annotations
@@ -24,9 +32,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import newest_record, render_newest, write_page  # noqa: E402
+from tree_runs import mean_std  # noqa: E402
 
 RESULTS = HERE / "results"
 DOC = HERE.parent / "docs" / "syntax-results.md"
+#: The config tuned for validation perplexity (Adam; the study of ``trees-20261123.json``): a
+#: newer study of another config shows it as its control.
+PERPLEXITY_CONFIG = "configs/ptb-onlstm-cpu.yaml"
+ADOPTED = "†"       # marks a run (or a gate with runs) adopted from another directory
 GATE_TITLES = {"paper": "paper's master input gate", "symmetric": "symmetric master input gate"}
 BASELINE_TITLES = {"right_branching": "right-branching", "left_branching": "left-branching",
                    "balanced": "balanced trees", "random": "random trees",
@@ -37,6 +50,16 @@ RULE_STYLE = {"official": "-", "split": "--"}
 
 def newest(results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
     return newest_record("trees-[0-9]*.json", results)
+
+
+def perplexity_study(results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
+    """The newest record of the perplexity config's study (:data:`PERPLEXITY_CONFIG`)."""
+    return newest_record("trees-[0-9]*.json", results,
+                         where=lambda r: r.get("study", {}).get("config") == PERPLEXITY_CONFIG)
+
+
+def newest_screen(results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
+    return newest_record("trees-screen-[0-9]*.json", results)
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -172,7 +195,8 @@ def verdict(rec: dict[str, Any]) -> list[str]:
     return lines
 
 
-def table(rec: dict[str, Any]) -> list[str]:
+def table(rec: dict[str, Any],
+          screen: tuple[Path, dict[str, Any]] | None = None) -> list[str]:
     study, base = rec["study"], rec["baselines"]
     lines = [f"## Sentence F1 on `{study['test']}` (%)", "",
              "Layer chosen on the dev treebank; mean ± std over seeds; validation perplexity of "
@@ -182,7 +206,8 @@ def table(rec: dict[str, Any]) -> list[str]:
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for gate, cfg in rec["summary"]["configs"].items():
         for rule, r in cfg["rules"].items():
-            lines.append(f"| {GATE_TITLES.get(gate, gate)} | {rule} | {r['layer']} | "
+            lines.append(f"| {GATE_TITLES.get(gate, gate)}{_gate_mark(rec, gate)} | {rule} | "
+                         f"{r['layer']} | "
                          f"{len(cfg['seeds'])} | {pm(cfg['valid_ppl'], 1.0)} | "
                          f"{pm(r['test'])} | {pm(r['test_10'])} | {pm(r['test_corpus'])} | "
                          f"{pm(r['test_10_corpus'])} |")
@@ -192,7 +217,175 @@ def table(rec: dict[str, Any]) -> list[str]:
             continue
         lines.append(f"| {title} | | | | | {baseline_f1(all_)} | {baseline_f1(ten)} | "
                      f"{baseline_f1(all_, 'corpus_f1')} | {baseline_f1(ten, 'corpus_f1')} |")
+    return lines + [""] + adopted_note(rec, screen)
+
+
+# ----------------------------------------------------------------------------- adopted runs
+def _mark(r: dict[str, Any]) -> str:
+    return ADOPTED if r.get("adopted_from") else ""
+
+
+def _gate_mark(rec: dict[str, Any], gate: str) -> str:
+    return ADOPTED if any(r["gate"] == gate and r.get("adopted_from")
+                          for r in rec["runs"].values()) else ""
+
+
+def _resolved(path: str) -> Path:
+    p = Path(path)
+    return (p if p.is_absolute() else HERE.parent / p).resolve()
+
+
+def adopted_note(rec: dict[str, Any],
+                 screen: tuple[Path, dict[str, Any]] | None = None) -> list[str]:
+    """The note on the runs the study adopted (``trees.py --adopt``): which, from where (the
+    tree screen's runs when ``screen``'s record has them there), and what their minutes are."""
+    adopted = [r for r in _sorted(rec["runs"]) if r.get("adopted_from")]
+    if not adopted:
+        return []
+    dirs = sorted({str(_resolved(r["adopted_from"]).parent) for r in adopted})
+    screen_dir = str(_resolved(screen[1]["runs_dir"])) if screen else None
+    where = ", ".join(f"`{_where(Path(d))}`" + (f" (the tree screen's runs, `{_where(screen[0])}`)"
+                                                if screen and d == screen_dir else "")
+                      for d in dirs)
+    threads = sorted({r.get("adopted_threads") for r in adopted}, key=str)
+    each = " or ".join("torch's default number of threads" if t is None
+                       else f"{t} thread{'s' * (t != 1)}" for t in threads)
+    return [f"{ADOPTED} Adopted runs ({len(adopted)} of {len(rec['runs'])}: "
+            f"{'; '.join(_run_title(r) for r in adopted)}): trained in {where} and scored "
+            f"there (`benchmarks/trees.py --adopt`), their saved configs equal to the one this "
+            f"study trains for that gate and seed, `train.threads` and "
+            f"`train.save_every_minutes` aside. Their minutes were measured with {each} "
+            f"each, beside another run training on the same machine: not the time of "
+            f"a run alone.", ""]
+
+
+# ----------------------------------------------------------------------------- the control
+def _minutes(rec: dict[str, Any], gate: str) -> dict[str, Any]:
+    return mean_std([r["minutes"] for r in _sorted(rec["runs"]) if r["gate"] == gate])
+
+
+def control(rec: dict[str, Any], found: tuple[Path, dict[str, Any]]) -> list[str]:
+    """This study beside the perplexity config's (``found``): per gate, the layer chosen on dev
+    and the test F1 under each rule, validation perplexity, tokens and minutes per run."""
+    cpath, crec = found
+    study = rec["study"]
+    lines = ["## The perplexity config as a control", "",
+             f"The study of `{PERPLEXITY_CONFIG}` (`{_where(cpath)}`: {budget(crec['study'])}) "
+             f"beside this one (`{study['config']}`: {budget(study)}): per gate and rule the layer "
+             f"chosen on `{study['dev']}`, sentence F1 (%) on `{study['test']}` at all lengths "
+             f"(mean ± std over seeds), validation perplexity (best checkpoints), training "
+             f"tokens and minutes per run (mean ± std).", "",
+             "| config | gate | seeds | layer (official) | F1 official | layer (split) | "
+             "F1 split | valid ppl | tokens | minutes per run |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for title, r in ((f"`{study['config']}` (this study)", rec),
+                     (f"`{PERPLEXITY_CONFIG}` (control)", crec)):
+        for gate, cfg in r["summary"]["configs"].items():
+            official, split = cfg["rules"]["official"], cfg["rules"]["split"]
+            lines.append(f"| {title} | {GATE_TITLES.get(gate, gate)}{_gate_mark(r, gate)} | "
+                         f"{len(cfg['seeds'])} | {official['layer']} | {pm(official['test'])} | "
+                         f"{split['layer']} | {pm(split['test'])} | "
+                         f"{pm(cfg['valid_ppl'], 1.0)} | {millions(cfg['tokens']['mean'])} | "
+                         f"{pm(_minutes(r, gate), 1.0)} |")
+        if not r["summary"]["configs"]:
+            lines.append(f"| {title} | no finished run | | | | | | | | |")
     return lines + [""]
+
+
+def _order(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """``higher`` or ``lower`` (a against b) when the ranges mean ± std do not overlap, else
+    None: the seeds' spread covers the difference."""
+    if abs(a["mean"] - b["mean"]) <= a["std"] + b["std"]:
+        return None
+    return "higher" if a["mean"] > b["mean"] else "lower"
+
+
+def _best(rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The study's best configuration (official rule, gate chosen on dev) and its summary."""
+    best = rec["summary"].get("best")
+    return None if best is None else (best, rec["summary"]["configs"][best["gate"]])
+
+
+def _described(rec: dict[str, Any]) -> str:
+    best, cfg = _best(rec)       # type: ignore[misc]
+    return (f"the {GATE_TITLES.get(best['gate'], best['gate'])} at layer {best['layer']}: "
+            f"validation perplexity {pm(cfg['valid_ppl'], 1.0)} after "
+            f"{millions(cfg['tokens']['mean'])} training tokens, sentence F1 "
+            f"{pm(best['test'])} on `{rec['study']['test']}` over {_seeds(best['test']['n'])}")
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' * (n != 1)}"
+
+
+def why(rec: dict[str, Any], found: tuple[Path, dict[str, Any]],
+        screen: tuple[Path, dict[str, Any]] | None) -> list[str]:
+    """Why the perplexity config and this study's config differ, from the two records and the
+    screen's: each study's best configuration, and the two recipes at equal tokens."""
+    _, crec = found
+    config = rec["study"]["config"]
+    said = [f"`{PERPLEXITY_CONFIG}` is the config tuned for validation perplexity; the tree "
+            f"config, `{config}`, is the one this study trains. The best configuration of each "
+            f"study (layer and gate chosen on `{rec['study']['dev']}`, official rule): the "
+            f"perplexity config's ({budget(crec['study'])}) "
+            + (_described(crec) if _best(crec) else "has no finished run")
+            + f"; the tree config's ({budget(rec['study'])}) "
+            + (_described(rec) if _best(rec) else "has no finished run yet") + "."]
+    if _best(rec) and _best(crec):
+        (tree, tcfg), (ppl, pcfg) = _best(rec), _best(crec)     # type: ignore[misc]
+        diff = 100.0 * (tree["test"]["mean"] - ppl["test"]["mean"])
+        order = _order(tree["test"], ppl["test"])
+        said.append(
+            f"In test F1 the tree config does not differ from the perplexity config: "
+            f"{diff:+.1f} points, within the spread of the seeds (the ranges mean ± std overlap)."
+            if order is None else
+            f"In test F1 the tree config is {order} by {abs(diff):.1f} points, beyond the spread "
+            f"of the seeds (the ranges mean ± std do not overlap).")
+        order = _order(tcfg["valid_ppl"], pcfg["valid_ppl"])
+        said.append(
+            "In validation perplexity the two do not differ beyond the spread of the seeds."
+            if order is None else
+            f"Its validation perplexity is {order} ({pm(tcfg['valid_ppl'], 1.0)} against "
+            f"{pm(pcfg['valid_ppl'], 1.0)}), at "
+            f"{millions(tcfg['tokens']['mean'])} against "
+            f"{millions(pcfg['tokens']['mean'])} training tokens.")
+    said.append(screen_sentence(screen))
+    return ["## Why the perplexity config and the tree config differ", "", " ".join(said), ""]
+
+
+def screen_sentence(screen: tuple[Path, dict[str, Any]] | None) -> str:
+    """The perplexity config's own recipe (``control``) against the paper's at the screen's
+    equal token budget: validation perplexity and dev F1 (official rule), and the screen's
+    choice."""
+    if screen is None:
+        return "No tree screen record yet: no comparison of the recipes at equal tokens."
+    path, srec = screen
+    recipes = srec["summary"]["recipes"]
+    if "control" not in recipes or "paper" not in recipes:
+        return (f"The tree screen (`{_where(path)}`) has no finished run of both the `control` "
+                f"and the `paper` recipe yet.")
+    c, p = recipes["control"], recipes["paper"]
+
+    def figures(e: dict[str, Any]) -> str:
+        return (f"validation perplexity {pm(e['valid_ppl'], 1.0)} and dev F1 "
+                f"{pm(e['official']['dev'])} (layer {e['official']['layer']}, "
+                f"{_seeds(len(e['seeds']))})")
+
+    ppl, f1 = _order(p["valid_ppl"], c["valid_ppl"]), _order(p["official"]["dev"],
+                                                             c["official"]["dev"])
+    chosen = srec["summary"].get("chosen")
+    return (f"In the tree screen (`{_where(path)}`), at an equal budget of "
+            f"{srec['screen']['budget']:,} training tokens per run and a constant rate, with "
+            f"F1 on `{srec['screen']['dev']}` under the official rule, the perplexity config's "
+            f"own recipe (`control`: {c['what']}) reaches {figures(c)}; the paper's recipe "
+            f"(`paper`: {p['what']}) reaches {figures(p)}. At equal tokens the paper's recipe "
+            + ("has a validation perplexity that does not differ beyond the spread of the seeds"
+               if ppl is None else f"has the {ppl} validation perplexity")
+            + ("; its dev F1 does not differ beyond the spread of the seeds." if f1 is None
+               else f" and the {f1} dev F1.")
+            + (f" The screen's choice ({srec['summary']['choice_rule']}): `{chosen}`."
+               if chosen else " The screen has chosen no recipe yet (none has every seed done).")
+            )
 
 
 def curves(rec: dict[str, Any], image: str) -> list[str]:
@@ -209,8 +402,8 @@ def curves(rec: dict[str, Any], image: str) -> list[str]:
              "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in _curve_keys(rec)) + " |"]
     for key, cross in rec["summary"]["crossings"].items():
         r = rec["runs"][key]
-        lines.append(f"| {r['gate']} gate, seed {r['seed']} | {millions(r['tokens'])} | "
-                     f"{r['minutes']:.1f} | {r['best_valid_ppl']:.1f} | "
+        lines.append(f"| {r['gate']} gate, seed {r['seed']}{_mark(r)} | "
+                     f"{millions(r['tokens'])} | {r['minutes']:.1f} | {r['best_valid_ppl']:.1f} | "
                      + " | ".join(millions(cross[k]) if cross.get(k) is not None else "–"
                                   for k in _curve_keys(rec)) + " |")
     return lines + [""]
@@ -316,7 +509,7 @@ def per_run(rec: dict[str, Any]) -> list[str]:
             cells = [pct(r["scores"][rule][part][k]["sentence_f1"])
                      if k in r["scores"][rule][part] else "–"
                      for rule in rec["rules"] for k in layers]
-            lines.append(f"| {r['gate']} gate, seed {r['seed']} | {part} | "
+            lines.append(f"| {r['gate']} gate, seed {r['seed']}{_mark(r)} | {part} | "
                          + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -403,11 +596,17 @@ def draw_trees(rec: dict[str, Any], img: Path, prefix: str) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- page
 def render(path: Path, rec: dict[str, Any], doc: Path, img: Path | None = None,
-           prefix: str = "syntax-results") -> str:
+           prefix: str = "syntax-results", results: Path = RESULTS) -> str:
     """Write the page for ``rec`` (read from ``path``) to ``doc`` and its pictures to ``img``
-    (default ``doc``'s ``img/``); returns the page."""
+    (default ``doc``'s ``img/``); returns the page. ``results``: where the control study's and
+    the screen's records are found."""
     img = img or doc.parent / "img"
-    lines = head(path, rec) + verdict(rec) + table(rec)
+    screen = newest_screen(results)
+    lines = head(path, rec) + verdict(rec) + table(rec, screen)
+    found = (perplexity_study(results)
+             if rec["study"]["config"] != PERPLEXITY_CONFIG else None)
+    if found is not None:
+        lines += control(rec, found) + why(rec, found, screen)
     if rec["runs"]:
         plot_curves(rec, img / f"{prefix}-f1.png")
         lines += curves(rec, f"{prefix}-f1.png") + running(rec) + per_run(rec)

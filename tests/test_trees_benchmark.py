@@ -501,3 +501,87 @@ def test_resolved_configs_fill_defaults_and_ignore_threads(trees):
 def test_adopt_is_the_studys_option(trees):
     with pytest.raises(trees.StudyError, match="--adopt is an option of the study"):
         trees.parse_args(["--screen", "--adopt", "runs/trees-screen"])
+
+
+# ----------------------------------------------------------------------------- control study
+def _screen_record(runs_dir: Path, control: tuple[float, float, float],
+                   paper: tuple[float, float, float]) -> dict:
+    """A screen record's summary with the two recipes' (ppl, dev F1 mean, its std)."""
+    def entry(ppl: float, f1: float, std: float, what: str) -> dict:
+        return {"what": what, "seeds": [1, 2], "complete": True,
+                "valid_ppl": {"mean": ppl, "std": 1.0, "n": 2, "runs": [ppl - 1, ppl + 1]},
+                "official": {"layer": 2, "dev": {"mean": f1, "std": std, "n": 2,
+                                                 "runs": [f1 - std, f1 + std]}}}
+    return {"screen": {"budget": 2000000, "dev": "nltk-dev"}, "runs_dir": str(runs_dir),
+            "summary": {"choice_rule": "the best dev F1", "chosen": "paper", "recipes": {
+                "control": entry(*control, "the CPU config unchanged"),
+                "paper": entry(*paper, "the paper's recipe")}}}
+
+
+def test_page_keeps_the_perplexity_study_as_a_control(study, trees, page, tmp_path):
+    """A newer study of another config: the perplexity config's study as a control row per gate,
+    a paragraph whose figures are the records', and adopted runs marked with their note."""
+    adam = _synthetic(_record(study))
+    adam["study"] = {**adam["study"], "config": page.PERPLEXITY_CONFIG}
+    for r in adam["runs"].values():
+        r["best_valid_ppl"], r["minutes"], r["tokens"] = 96.0 + r["seed"], 100.0, 8e6
+    adam["summary"] = trees.summarize(adam["runs"], adam["baselines"])
+    tree = copy.deepcopy(adam)
+    tree["study"] = {**tree["study"], "config": "configs/ptb-onlstm-trees.yaml",
+                     "budget": {"max_units": 2000000, "max_minutes": None}}
+    for r in tree["runs"].values():        # the same F1s, a higher perplexity
+        r["best_valid_ppl"], r["minutes"], r["tokens"] = 230.0 + r["seed"], 30.0, 2e6
+    for key in ("paper/1", "paper/2"):
+        tree["runs"][key].update(adopted_from=str(tmp_path / "screen" / key.replace(
+            "/", "-seed")), adopted_threads=1)
+    tree["summary"] = trees.summarize(tree["runs"], tree["baselines"])
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "trees-20261123.json").write_text(json.dumps(adam), encoding="utf-8")
+    (results / "trees-screen-20261126.json").write_text(json.dumps(_screen_record(
+        tmp_path / "screen", (153.0, 0.357, 0.154), (232.0, 0.459, 0.046))), encoding="utf-8")
+    path = results / "trees-20261201.json"
+    text = page.render(path, tree, tmp_path / "page.md", results=results)
+    assert "## The perplexity config as a control" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| `configs/")]
+    assert rows == [
+        "| `configs/ptb-onlstm-trees.yaml` (this study) | paper's master input gate† | 3 | 2 | "
+        "47.0 ± 2.0 | 2 | 47.0 ± 2.0 | 232.0 ± 1.0 | 2.00M | 30.0 ± 0.0 |",
+        "| `configs/ptb-onlstm-trees.yaml` (this study) | symmetric master input gate | 3 | 2 | "
+        "42.0 ± 2.0 | 2 | 42.0 ± 2.0 | 232.0 ± 1.0 | 2.00M | 30.0 ± 0.0 |",
+        "| `configs/ptb-onlstm-cpu.yaml` (control) | paper's master input gate | 3 | 2 | "
+        "47.0 ± 2.0 | 2 | 47.0 ± 2.0 | 98.0 ± 1.0 | 8.00M | 100.0 ± 0.0 |",
+        "| `configs/ptb-onlstm-cpu.yaml` (control) | symmetric master input gate | 3 | 2 | "
+        "42.0 ± 2.0 | 2 | 42.0 ± 2.0 | 98.0 ± 1.0 | 8.00M | 100.0 ± 0.0 |"]
+    why = text.split("## Why the perplexity config and the tree config differ\n\n")[1]
+    why = why.split("\n")[0]
+    assert "validation perplexity 98.0 ± 1.0 after 8.00M training tokens, sentence F1 47.0 ± 2.0" \
+        in why and "validation perplexity 232.0 ± 1.0 after 2.00M" in why
+    assert "In test F1 the tree config does not differ from the perplexity config: +0.0 " \
+           "points" in why
+    assert "Its validation perplexity is higher (232.0 ± 1.0 against 98.0 ± 1.0)" in why
+    assert ("(`control`: the CPU config unchanged) reaches validation perplexity 153.0 ± 1.0 "
+            "and dev F1 35.7 ± 15.4 (layer 2, 2 seeds)") in why
+    assert "reaches validation perplexity 232.0 ± 1.0 and dev F1 45.9 ± 4.6" in why
+    assert ("the paper's recipe has the higher validation perplexity; its dev F1 does not "
+            "differ beyond the spread of the seeds") in why
+    assert "2,000,000 training tokens per run" in why and "`paper`." in why
+    note = next(ln for ln in text.splitlines() if ln.startswith("† Adopted runs"))
+    assert "(2 of 6: paper gate, seed 1; paper gate, seed 2)" in note
+    assert "the tree screen's runs, `" in note and "measured with 1 thread each" in note
+    assert any(ln.startswith("| paper gate, seed 1† |") for ln in text.splitlines())
+    assert not any(ln.startswith("| symmetric gate, seed 1† |") for ln in text.splitlines())
+
+    # F1 apart beyond the seeds' spread: the paragraph says which is higher
+    for r in tree["runs"].values():
+        for rule in ("official", "split"):
+            for k in r["scores"][rule]["test"]:
+                r["scores"][rule]["test"][k]["sentence_f1"] += 0.1
+    tree["summary"] = trees.summarize(tree["runs"], tree["baselines"])
+    text = page.render(path, tree, tmp_path / "page.md", results=results)
+    assert "In test F1 the tree config is higher by 10.0 points, beyond the spread" in text
+
+    # the perplexity study itself as the newest: no control of itself
+    text = page.render(results / "trees-20261123.json", adam, tmp_path / "page.md",
+                       results=results)
+    assert "as a control" not in text and "## Why" not in text and "†" not in text
