@@ -280,12 +280,12 @@ def _said(cfg: dict[str, Any], key: str) -> str:
 
 
 def adoptable(args: argparse.Namespace, needed: Sequence[tuple[str, int]],
-              seeds: Sequence[int]) -> dict[str, Path]:
+              seeds: Sequence[int], quiet: bool = False) -> dict[str, Path]:
     """``gate/seed`` -> the finished run under an ``--adopt`` directory whose resolved config is
     the one this study trains for that gate and seed, for the ``needed`` ones (the first such
-    run, in the order of ``--adopt`` and of names). Every other run there is named on stderr:
-    unfinished, unreadable, or its first key that differs from the nearest of the study's
-    configs."""
+    run, in the order of ``--adopt`` and of names). Unless ``quiet``, every other run there is
+    named on stderr: unfinished, unreadable, or its first key that differs from the nearest of
+    the study's configs."""
     from treelm.config import load_config
     from treelm.errors import TreelmError
     from treelm.rundir.files import RunFiles
@@ -295,7 +295,8 @@ def adoptable(args: argparse.Namespace, needed: Sequence[tuple[str, int]],
     found: dict[str, Path] = {}
 
     def say(run: Path, why: str) -> None:
-        print(f"--adopt: {run}: not adopted: {why}", file=sys.stderr, flush=True)
+        if not quiet:
+            print(f"--adopt: {run}: not adopted: {why}", file=sys.stderr, flush=True)
 
     for folder in args.adopt:
         if not folder.is_dir():
@@ -499,6 +500,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             key, run = f"{gate}/{seed}", args.runs / f"{gate}-seed{seed}"
             if key in runs:
                 continue
+            if (key not in adopted and not finished(run) and args.adopt
+                    and not args.no_train):
+                # the screen may have finished it while this study trained others: look again
+                adopted.update(adoptable(args, [(gate, seed)], seeds, quiet=True))
             if key in adopted:
                 # scored where it lies: its minutes are its own machine's and load's, which
                 # the page says

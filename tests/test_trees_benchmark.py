@@ -469,6 +469,16 @@ def test_the_study_adopts_a_screen_run_with_its_config(trees, tmp_path, capsys):
     assert entry["tokens"] == screened["paper-seed1"]["tokens"]
     assert "paper/1: adopted from" in capsys.readouterr().err
 
+    # the look again before each training (a screen run finished meanwhile) says nothing
+    args = trees.parse_args(["--tokens", "600", "--eval-every-tokens", "200", "--gates", "paper",
+                             "--seeds", "1", "--dev", str(s.dev), "--adopt", str(screen),
+                             "--config", str(ROOT / "configs" / "tiny-lm.yaml"), *recipe])
+    assert trees.adoptable(args, [("paper", 1)], range(1, 2), quiet=True) == {
+        "paper/1": screen / "paper-seed1"}
+    args.overrides.append("model.dropout=0.1")
+    assert trees.adoptable(args, [("paper", 1)], range(1, 2), quiet=True) == {}
+    assert capsys.readouterr().err == ""
+
     rec = study("other", tokens="900")                        # another budget: not adopted
     assert rec["runs"] == {}
     err = capsys.readouterr().err.strip().splitlines()
