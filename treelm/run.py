@@ -56,9 +56,11 @@ class Run:
 
 
 def load_run(path: str | Path, which: str = "best",
-             expect: str | tuple[str, ...] | None = None) -> Run:
+             expect: str | tuple[str, ...] | None = None, averaged: bool | None = None) -> Run:
     """Load a run's model in eval mode. ``expect`` (a task name, e.g. ``"lm"``, or a tuple of
-    them) refuses runs of other tasks with a one-line error."""
+    them) refuses runs of other tasks with a one-line error; ``averaged``: NT-ASGD's averaged
+    weights or the live ones (:func:`treelm.rundir.checkpoint.load_weights`; None: averaged for
+    ``best`` only)."""
     import torch
 
     from treelm.config import load_config
@@ -80,7 +82,7 @@ def load_run(path: str | Path, which: str = "best",
     config = read_run_config(cfg)
     task = cls.open(config, files, torch.device("cpu"))
     model = build_model(config.model, **task.model_dims())
-    load_weights(files.path, model, which, model_signature(cfg))
+    load_weights(files.path, model, which, model_signature(cfg), averaged)
     model.eval()
     return Run(files.path, cfg, task, model, pointer.get("precision", "fp32"))
 

@@ -174,7 +174,11 @@ def save_checkpoint(
 
 
 def load_weights(run: Path, model: nn.Module, which: str = "best",
-                 signature: dict[str, Any] | None = None) -> None:
+                 signature: dict[str, Any] | None = None, averaged: bool | None = None) -> None:
+    """Load checkpoint ``which`` (``best`` | ``last``) of ``run`` into ``model``. Where NT-ASGD
+    was averaging, ``averaged`` picks the averaged weights (what the run's validations scored)
+    over the live ones (what a resume continues from); None: the averaged ones for ``best``
+    only."""
     ptr = read_pointer(run)
     if signature is not None and ptr.get("model", {}).get("type") != signature.get("type"):
         raise CheckpointError(
@@ -182,7 +186,7 @@ def load_weights(run: Path, model: nn.Module, which: str = "best",
             f"not a {signature.get('type')!r} model"
         )
     path = run / ptr[which] / WEIGHTS
-    if which == "best" and (path.parent / AVERAGED).exists():
+    if (which == "best" if averaged is None else averaged) and (path.parent / AVERAGED).exists():
         path = path.parent / AVERAGED   # NT-ASGD: evaluate the averaged iterate
     if not path.exists():
         raise CheckpointError(f"{path}: missing (the run directory is incomplete)")
