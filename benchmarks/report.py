@@ -1,7 +1,8 @@
 """Render ``docs/benchmarks.md`` from the newest records in ``benchmarks/results/``, so that every
 figure in the docs is a copy of a measured one; and ``docs/syntax-results.md`` from the newest
 record of ``benchmarks/trees.py`` (:func:`syntax_results`), ``docs/syntax-zh.md`` from the newest
-of ``benchmarks/trees_zh.py`` (:func:`syntax_zh`).
+of ``benchmarks/trees_zh.py`` (:func:`syntax_zh`), ``docs/trees-long.md`` from the newest of
+``benchmarks/trees_long.py`` (:func:`trees_long`).
 
     python benchmarks/report.py
 
@@ -308,8 +309,20 @@ def syntax_zh(results: Path = RESULTS) -> None:
     page.main(results)
 
 
+def trees_long(results: Path = RESULTS) -> None:
+    """``docs/trees-long.md`` from the newest ``trees-long`` record (``benchmarks/trees_long.py``),
+    or the page saying there is none and how to make one."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    import trees_long as page
+
+    page.page_main(results)
+
+
 if __name__ == "__main__":
     main()
     syntax_results()
     screen_results()
     syntax_zh()
+    trees_long()
