@@ -2,16 +2,18 @@
 on the Sinica Treebank, the trees of Su's two sentences from each run, and the page
 ``docs/syntax-zh.md``.
 
-    NLTK_DATA=../shared/data/nltk_data python benchmarks/trees_zh.py --minutes 30 \\
-        [--seeds 3] [--gates paper symmetric] [--runs runs/trees-zh] [trees.py options] \\
-        [key=value ...]
+    NLTK_DATA=../shared/data/nltk_data python benchmarks/trees_zh.py \\
+        [--tokens 2000000 --eval-every-tokens 68780 | --minutes M] [--seeds 3] \\
+        [--gates paper symmetric] [--runs runs/trees-zh] [trees.py options] [key=value ...]
     python benchmarks/trees_zh.py --page          # the page from the newest trees-zh record
 
 The study is ``benchmarks/trees.py`` with the Chinese defaults: ``--config
 configs/sinica-onlstm.yaml --dev sinica-dev --test sinica-test --runs runs/trees-zh`` and its
 record ``benchmarks/results/trees-zh-<YYYYMMDD>.json`` (the date of the study's first day: a rerun
 finds the record of its ``--runs``); every option of trees.py passes through (a rerun skips
-finished runs and resumes killed ones, as there). Each finished run is trained on the treebank's
+finished runs and resumes killed ones, as there). Without a budget flag a run trains for the
+config's own budget (2,000,000 tokens, a validation at each epoch's end: the config's comments
+give the measured curve it was chosen from). Each finished run is trained on the treebank's
 ``lm-train`` text only, its layer chosen on ``sinica-dev`` per gate and rule over the seeds, and
 reported on ``sinica-test`` beside the baselines and the rule control on the same sentences.
 
@@ -24,9 +26,14 @@ rules go into the record under ``su``.
 The page (:func:`render`) is a copy of the record: the verdict (the mean sentence F1 of the best
 configuration on dev, official rule, layer chosen on dev, against the strongest trivial baseline on
 ``sinica-test``; "not met" said plainly, with the curves), the table, English and Chinese side by
-side (the newest English record of ``benchmarks/trees.py``), and Su's trees drawn (text, and PNG
-pictures where a CJK font is installed, e.g. Debian's ``fonts-noto-cjk``). Without a record the page
-says so and how to make one. ``python benchmarks/report.py`` renders it with the other pages.
+side (:func:`english_record`: the newest record of the tree config's study,
+``configs/ptb-onlstm-trees.yaml``, else the newest English record of ``benchmarks/trees.py``, the
+page naming which), and Su's trees: as text per seed, and the first seed's as PNG pictures, each
+captioned with its gate, seed, layer and rule. The pictures are drawn only where a CJK font is
+installed (Debian's ``fonts-noto-cjk``; clear matplotlib's font cache after installing one);
+elsewhere they are left as they were and stderr says so: the page's text is the same on any
+machine. Without a record the page says so and how to make one. ``python benchmarks/report.py``
+renders it with the other pages.
 """
 
 from __future__ import annotations
@@ -245,11 +252,31 @@ def table(rec: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: The English tree study the side-by-side table prefers: the study of the tree config.
+TREE_CONFIG = "configs/ptb-onlstm-trees.yaml"
+
+
+def english_record(results: Path = RESULTS) -> tuple[Path, dict[str, Any], str] | None:
+    """The English record of ``benchmarks/trees.py`` to set beside the Chinese one: the newest
+    whose study trained :data:`TREE_CONFIG`, else the newest of any config; (path, record, why),
+    None when there is none."""
+    files = sorted(results.glob("trees-[0-9]*.json"), reverse=True)
+    records = [(f, json.loads(f.read_text(encoding="utf-8"))) for f in files]
+    for f, rec in records:
+        if rec.get("study", {}).get("config") == TREE_CONFIG:
+            return f, rec, f"the newest record of the tree config's study (`{TREE_CONFIG}`)"
+    if not records:
+        return None
+    f, rec = records[0]
+    return f, rec, (f"no record of the tree config's study (`{TREE_CONFIG}`) yet: the newest "
+                    f"English record, whose study trained `{rec['study']['config']}`")
+
+
 def side_by_side(rec: dict[str, Any], results: Path) -> list[str]:
-    """English (the newest record of benchmarks/trees.py) and Chinese: which layer parses, by
-    how much the best configuration beats its treebank's strongest trivial baseline."""
+    """English (:func:`english_record`) and Chinese: which layer parses, by how much the best
+    configuration beats its treebank's strongest trivial baseline."""
     rows = [("Chinese", rec)]
-    found = english.newest(results)
+    found = english_record(results)
     if found is not None:
         rows.insert(0, ("English", found[1]))
     lines = ["## English and Chinese side by side", "",
@@ -272,6 +299,14 @@ def side_by_side(rec: dict[str, Any], results: Path) -> list[str]:
                      f"{pct(best['baseline_f1'])} | {sign}{pct(abs(best['margin']))} |")
     if found is None:
         lines += ["", "No English record of `benchmarks/trees.py` yet."]
+    else:
+        path, english_rec, why = found
+        lines += ["", f"English: `{english._where(path)}`, {why}"
+                  + ("" if english_rec["study"]["config"] == TREE_CONFIG else
+                     f" (the budget and recipe differ from the tree config's: "
+                     f"{budget(english_rec['study'])}"
+                     + "".join(f", `{o}`" for o in english_rec["study"].get("overrides") or [])
+                     + ")") + "."]
     return lines + [""]
 
 
@@ -302,6 +337,8 @@ def su_section(rec: dict[str, Any], img: Path, prefix: str) -> list[str]:
               f"on dev), official rule, one per seed.", ""]
     keys = sorted((k for k in su["runs"] if rec["runs"][k]["gate"] == gate),
                   key=lambda k: rec["runs"][k]["seed"])
+    from treelm.syntax.render import CJK_FONTS
+
     font = cjk_font()
     for i, sentence in enumerate(su["sentences"]):
         first = su["runs"][keys[0]] if keys else None
@@ -317,17 +354,21 @@ def su_section(rec: dict[str, Any], img: Path, prefix: str) -> list[str]:
             seed = rec["runs"][key]["seed"]
             lines += [f"Seed {seed}: `{tree_to_brackets(tree)}`", "", "```",
                       ascii_tree(tree), "```", ""]
+        name = f"{prefix}-su{i + 1}.png"
+        seed = rec["runs"][keys[0]]["seed"]
+        shown = (f"{GATE_TITLES.get(gate, gate)}, seed {seed}, layer {layer} (chosen on dev), "
+                 f"official rule")
         if font is not None:
             from treelm.syntax.render import plot_tree
 
-            name = f"{prefix}-su{i + 1}.png"
-            seed = rec["runs"][keys[0]]["seed"]
             plot_tree(su["runs"][keys[0]]["trees"]["official"][layer][i], img / name,
                       title=f"{sentence}: {gate} gate, seed {seed}, layer {layer}, official rule")
-            lines += [f"![{sentence}, seed {seed}](img/{name})", ""]
-    if font is None:
-        lines += ["(No CJK font was installed where the page was rendered: the trees are "
-                  "drawn as text only.)", ""]
+        lines += [f"Drawn: the tree of the {shown}.", "", f"![{sentence}: {shown}](img/{name})",
+                  ""]
+    if font is None:        # the page is the same text; its pictures are left as they were
+        print(f"trees_zh.py: no CJK font ({', '.join(CJK_FONTS[:2])}, ...) installed: Su's "
+              f"trees not drawn (install fonts-noto-cjk and clear matplotlib's font cache)",
+              file=sys.stderr)
     return lines
 
 
@@ -382,7 +423,8 @@ def no_record() -> str:
         "layer chosen on `sinica-dev`, both tree rules, reported on `sinica-test` with the "
         "baselines and the rule control):", "",
         "```",
-        "NLTK_DATA=../shared/data/nltk_data python benchmarks/trees_zh.py --minutes 30",
+        "NLTK_DATA=../shared/data/nltk_data python benchmarks/trees_zh.py --seeds 3 --threads 1 "
+        "--tokens 2000000 --eval-every-tokens 68780 train.threads=1",
         "python benchmarks/trees_zh.py --page",
         "```", "",
         "The baselines alone need no model: `treelm eval-parse --baseline all --treebank "

@@ -127,13 +127,52 @@ def test_page_says_met_or_not_against_the_strongest_baseline(study, zh, tmp_path
     (tmp_path / "trees-20260101.json").write_text(json.dumps(english), encoding="utf-8")
     text = zh.render(path, met, tmp_path / "syntax-zh.md", results=tmp_path)
     assert "| English | `nltk-test` |" in text and "| Chinese | `sinica-test` |" in text
+    assert ("English: `" in text and "no record of the tree config's study "
+            "(`configs/ptb-onlstm-trees.yaml`) yet" in text)
+
+
+def test_side_by_side_prefers_the_tree_configs_english_study(study, zh, tmp_path):
+    """The English row reads the newest record of configs/ptb-onlstm-trees.yaml's study even
+    when a record of another config is newer; without one, the newest English record."""
+    path, rec = study
+    cpu, tree = copy.deepcopy(rec), copy.deepcopy(rec)
+    cpu["study"].update(test="nltk-test", config="configs/ptb-onlstm-cpu.yaml")
+    tree["study"].update(test="nltk-test", config=zh.TREE_CONFIG)
+    (tmp_path / "trees-20260105.json").write_text(json.dumps(cpu), encoding="utf-8")
+    found = zh.english_record(tmp_path)
+    assert found[0].name == "trees-20260105.json" and "no record of the tree config" in found[2]
+    (tmp_path / "trees-20260103.json").write_text(json.dumps(tree), encoding="utf-8")
+    (tmp_path / "trees-screen-20260106.json").write_text("{}", encoding="utf-8")
+    found = zh.english_record(tmp_path)
+    assert found[0].name == "trees-20260103.json"
+    text = zh.render(path, rec, tmp_path / "syntax-zh.md", results=tmp_path)
+    assert "| English | `nltk-test` | `configs/ptb-onlstm-trees.yaml` |" in text
+    assert "the newest record of the tree config's study" in text
+    assert zh.english_record(tmp_path / "none") is None
+
+
+def test_su_pictures_linked_whatever_the_font(study, zh, tmp_path, monkeypatch, capsys):
+    """The page's text does not depend on the machine's fonts: Su's pictures are linked and
+    captioned with the gate, seed, layer and rule they show; drawn only where a CJK font is."""
+    path, rec = study
+    monkeypatch.setattr(zh, "cjk_font", lambda: None)
+    text = zh.render(path, rec, tmp_path / "a" / "syntax-zh.md", results=tmp_path)
+    assert "no CJK font" in capsys.readouterr().err
+    assert not (tmp_path / "a" / "img" / "syntax-zh-su1.png").exists()
+    layer = rec["summary"]["configs"]["symmetric"]["rules"]["official"]["layer"]
+    shown = f"symmetric master input gate, seed 1, layer {layer} (chosen on dev), official rule"
+    assert f"![苹果的颜色是什么: {shown}](img/syntax-zh-su1.png)" in text
+    assert f"Drawn: the tree of the {shown}." in text
+    monkeypatch.setattr(zh, "cjk_font", lambda: "DejaVu Sans")
+    assert zh.render(path, rec, tmp_path / "b" / "syntax-zh.md", results=tmp_path) == text
+    assert (tmp_path / "b" / "img" / "syntax-zh-su2.png").exists()
 
 
 def test_page_without_a_record_says_so(zh, tmp_path):
     doc = tmp_path / "syntax-zh.md"
     zh.main(results=tmp_path, doc=doc)
     text = doc.read_text(encoding="utf-8")
-    assert "**No record exists yet**" in text and "benchmarks/trees_zh.py --minutes" in text
+    assert "**No record exists yet**" in text and "benchmarks/trees_zh.py --seeds 3" in text
 
 
 def test_committed_page_is_what_the_newest_record_renders(zh, tmp_path):
