@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from test_train_extend import MRG  # the same three WSJ-style sentences
 from test_trees_benchmark import TEST, _load  # the study's tiny test treebank and loader
 
 from treelm.cli import main as treelm
@@ -24,14 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CFG = ROOT / "configs" / "tiny-lm.yaml"
 PNG = b"\x89PNG\r\n\x1a\n"
 SOURCE_TOKENS, TOKENS = 3000, 6000
-MRG = """\
-( (S (NP-SBJ (DT The) (NN company) )
-     (VP (VBD said) (SBAR (-NONE- 0) (S (NP-SBJ (PRP it) )
-       (VP (MD would) (VP (VB sell) (NP (DT the) (NNS shares) )))))) (. .) ))
-( (S (NP-SBJ (DT the) (NN market) ) (VP (VBD fell) (PP (IN in) (NP (JJ heavy) (NN trading) )))
-     (. .) ))
-( (S (NP-SBJ (NNS Shares) ) (VP (VBD rose) (NP (CD 3) (NN %) )) (. .) ))
-"""
 
 
 @pytest.fixture(scope="module")
