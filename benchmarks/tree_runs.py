@@ -11,6 +11,7 @@ another machine sharing the filesystem) is reported as held, not retrained.
 from __future__ import annotations
 
 import ctypes
+import os
 import shlex
 import signal
 import statistics
@@ -47,25 +48,38 @@ def run_command(cmd: list[str]) -> int:
     return subprocess.run(cmd, preexec_fn=_die_with_parent).returncode
 
 
-def finished(run: Path) -> bool:
+def last_done(run: Path) -> dict[str, Any] | None:
+    """The run's last ``done`` event (None before it has finished once)."""
     from treelm.rundir.files import RunFiles, read_metrics
 
-    return RunFiles(run).metrics.exists() and bool(read_metrics(run, "done"))
+    if not RunFiles(run).metrics.exists():
+        return None
+    done = read_metrics(run, "done")
+    return done[-1] if done else None
+
+
+def finished(run: Path) -> bool:
+    return last_done(run) is not None
 
 
 def held(run: Path) -> bool:
-    """Whether another live process holds ``run``'s writer lock (it is training it)."""
-    from treelm.rundir.files import RunFiles
-    from treelm.rundir.lock import RunLock, RunLockedError
+    """Whether a live process holds ``run``'s writer lock (it is training it), found without
+    writing to ``run``: a shared ``flock`` on the lock file, read-only, fails while a writer
+    holds its exclusive one (:mod:`treelm.rundir.lock`)."""
+    import fcntl
 
-    if not run.is_dir():
-        return False
-    lock = RunLock(RunFiles(run).lock)
+    from treelm.rundir.files import RunFiles
+
     try:
-        lock.acquire()
-    except RunLockedError:
+        fd = os.open(RunFiles(run).lock, os.O_RDONLY)
+    except FileNotFoundError:           # a writer holds the file as long as it holds the lock
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
         return True
-    lock.release()
+    finally:
+        os.close(fd)                    # (which drops a shared lock taken)
     return False
 
 

@@ -73,6 +73,8 @@ from tree_runs import (  # noqa: E402
     RULES,
     StudyError,
     curve,
+    held,
+    last_done,
     run_command,
     train_to_end,
 )
@@ -185,20 +187,10 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- the run
-def _done(run: Path) -> dict[str, Any] | None:
-    """The run's last ``done`` event, or None."""
-    from treelm.rundir.files import RunFiles, read_metrics
-
-    if not RunFiles(run).metrics.exists():
-        return None
-    done = read_metrics(run, "done")
-    return done[-1] if done else None
-
-
 def reached(run: Path, tokens: int) -> bool:
     """Whether ``run`` finished at ``tokens`` or beyond (a fresh copy ends where its source
     ended: finished, but short of the long budget)."""
-    done = _done(run)
+    done = last_done(run)
     return done is not None and done["tokens"] >= tokens
 
 
@@ -224,27 +216,6 @@ def is_copy(src: Path, run: Path) -> bool:
     return bool(lines) and _metrics_text(run).startswith("".join(lines))
 
 
-def in_training(run: Path) -> bool:
-    """Whether a live process holds ``run``'s writer lock, found without writing to ``run``
-    (:func:`tree_runs.held` takes the lock for a moment, so makes and removes its file): a
-    shared ``flock`` on the lock file, read-only, fails while a writer holds it."""
-    import fcntl
-
-    from treelm.rundir.files import RunFiles
-
-    try:
-        fd = os.open(RunFiles(run).lock, os.O_RDONLY)
-    except FileNotFoundError:           # a writer holds the file as long as it holds the lock
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)                    # (which drops a shared lock taken)
-    return False
-
-
 def copy_run(src: Path, run: Path, tokens: int) -> bool:
     """Copy ``src`` to ``run`` unless ``run`` is a copy of it already; True when copied. A
     ``run`` that holds anything else is refused, and so is a source that is not finished (or
@@ -255,10 +226,10 @@ def copy_run(src: Path, run: Path, tokens: int) -> bool:
         if not is_copy(src, run):
             raise StudyError(f"{run} exists and is not a copy of {src}; give another --runs")
         return False
-    if in_training(src):
+    if held(src):
         raise StudyError(f"{src}: another process is training it; continue it once it has "
                          f"finished")
-    done = _done(src)
+    done = last_done(src)
     if done is None:
         raise StudyError(f"{src}: not finished (no 'done' event): train it to its end first, "
                          f"or start afresh with --config")
@@ -338,7 +309,7 @@ def _checkpoint_point(run: Path, which: str) -> dict[str, Any]:
     if which == "last":
         v = valids[-1]
     else:
-        best = _done(run)["best_valid_loss"]   # type: ignore[index]
+        best = last_done(run)["best_valid_loss"]   # type: ignore[index]
         kept = [v for v in valids if v.get("epoch_end") or v.get("budget_end")]
         v = min(kept, key=lambda v: (abs(v["loss"] - best), v["tokens"]))
     return {"tokens": v["tokens"], "valid_ppl": v.get("ppl"), "valid_loss": v["loss"]}
@@ -462,9 +433,9 @@ def build_record(settings: dict[str, Any], run: Path, old: dict[str, Any],
         settings["dev"], args.baseline_seeds)}
     rb = baselines["dev"]["baselines"]["right_branching"]
     finished = reached(run, settings["tokens"])
-    status = ("finished" if finished else "training" if in_training(run) else
+    status = ("finished" if finished else "training" if held(run) else
               "stopped" if points else "not started")
-    done = _done(run)
+    done = last_done(run)
     rec: dict[str, Any] = {
         "long": {k: settings[k] for k in (*LONG_KEYS, "test")}, "runs_dir": str(run.resolve()),
         "run_dir": settings["run_dir"], "config": _config(run) if run.is_dir() else None,
@@ -526,13 +497,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             copy_run(args.source, run, settings["tokens"])
         else:
             _check_fresh(settings, run)
-        if in_training(run):
+        if held(run):
             print(f"{run}: another process is training it", file=sys.stderr, flush=True)
         else:
             old = write(out, build_record(settings, run, old, args))    # the start, on record
             train_to_end(train_command(settings, run, args.threads), run, run_command)
             if not reached(run, settings["tokens"]):
-                raise StudyError(f"{run}: stopped at {(_done(run) or {}).get('tokens', 0):,} "
+                raise StudyError(f"{run}: stopped at {(last_done(run) or {}).get('tokens', 0):,} "
                                  f"tokens, short of {settings['tokens']:,}")
     rec = write(out, build_record(settings, run, old, args))
     print(f"{run}: {rec['status']} at {rec['tokens']:,} tokens; record {out}", file=sys.stderr,
