@@ -17,6 +17,22 @@ from typing import Any
 import torch
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = RESULTS.parent.parent
+
+
+def repo_path(path: Path) -> str:
+    """``path`` as a record stores it: from the checkout's root when it lies there, so that a
+    record (and the page rendered from it) reads the same in any clone; absolute otherwise."""
+    full = path.resolve()
+    try:
+        return str(full.relative_to(ROOT))
+    except ValueError:
+        return str(full)
+
+
+def from_repo(path: str) -> Path:
+    """A path a record stores (``repo_path``) as a path on this machine."""
+    return (ROOT / path).resolve()
 
 
 def _cpuinfo(field: str) -> str | None:
@@ -128,8 +144,7 @@ def find_record(runs: Path, pattern: str, results: Path = RESULTS) -> Path | Non
     ``runs``: the record a resumable study or screen over those run directories writes to."""
     for path in sorted(results.glob(pattern), reverse=True):
         try:
-            if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == str(
-                    runs.resolve()):
+            if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == repo_path(runs):
                 return path
         except (OSError, json.JSONDecodeError):
             continue

@@ -31,7 +31,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import newest_record, render_newest, write_page  # noqa: E402
+from common import from_repo, newest_record, render_newest, write_page  # noqa: E402
 from tree_runs import mean_std  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -230,11 +230,6 @@ def _gate_mark(rec: dict[str, Any], gate: str) -> str:
                           for r in rec["runs"].values()) else ""
 
 
-def _resolved(path: str) -> Path:
-    p = Path(path)
-    return (p if p.is_absolute() else HERE.parent / p).resolve()
-
-
 def adopted_note(rec: dict[str, Any],
                  screen: tuple[Path, dict[str, Any]] | None = None) -> list[str]:
     """The note on the runs the study adopted (``trees.py --adopt``): which, from where (the
@@ -242,8 +237,8 @@ def adopted_note(rec: dict[str, Any],
     adopted = [r for r in _sorted(rec["runs"]) if r.get("adopted_from")]
     if not adopted:
         return []
-    dirs = sorted({str(_resolved(r["adopted_from"]).parent) for r in adopted})
-    screen_dir = str(_resolved(screen[1]["runs_dir"])) if screen else None
+    dirs = sorted({str(from_repo(r["adopted_from"]).parent) for r in adopted})
+    screen_dir = str(from_repo(screen[1]["runs_dir"])) if screen else None
     where = ", ".join(f"`{_where(Path(d))}`" + (f" (the tree screen's runs, `{_where(screen[0])}`)"
                                                 if screen and d == screen_dir else "")
                       for d in dirs)

@@ -68,6 +68,7 @@ from common import (  # noqa: E402
     command_line,
     find_record,
     machine_info,
+    repo_path,
     result_path,
     write_result,
 )
@@ -475,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runs: dict[str, Any] = dict(record.get("runs", {}))
     baselines = record.get("baselines") or score_baselines(args)
     example = record.get("example") or example_sentence(args.test)
-    data = {"study": {**settings, "budget": budget}, "runs_dir": str(args.runs.resolve()),
+    data = {"study": {**settings, "budget": budget}, "runs_dir": repo_path(args.runs),
             "gates": args.gates,
             "seeds": list(range(1, args.seeds + 1)), "rules": list(RULES),
             "baselines": baselines, "example": example, "command": args.command,
@@ -508,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 # scored where it lies: its minutes are its own machine's and load's, which
                 # the page says
                 runs[key] = {**score_run(args, adopted[key], gate, seed, example),
-                             "adopted_from": str(adopted[key]),
+                             "adopted_from": repo_path(adopted[key]),
                              "adopted_threads": _threads(adopted[key])}
                 rec = write()
                 print(f"{key}: adopted from {adopted[key]}, added to {out}", file=sys.stderr,

@@ -64,7 +64,9 @@ from common import (  # noqa: E402
     RESULTS,
     command_line,
     find_record,
+    from_repo,
     newest_record,
+    repo_path,
     result_path,
     write_page,
     write_result,
@@ -179,7 +181,7 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         if not every:
             raise StudyError(f"{src}: validates on no token multiple (no "
                              f"train.eval_every_units): give --eval-every-tokens")
-    return {"source": None if args.source is None else str(args.source.resolve()),
+    return {"source": None if args.source is None else repo_path(args.source),
             "config": args.config, "recipe": None if args.source else args.recipe,
             "seed": None if args.source else args.seed, "tokens": args.tokens,
             "eval_every": every, "dev": dev, "test": args.test,
@@ -437,7 +439,7 @@ def build_record(settings: dict[str, Any], run: Path, old: dict[str, Any],
               "stopped" if points else "not started")
     done = last_done(run)
     rec: dict[str, Any] = {
-        "long": {k: settings[k] for k in (*LONG_KEYS, "test")}, "runs_dir": str(run.resolve()),
+        "long": {k: settings[k] for k in (*LONG_KEYS, "test")}, "runs_dir": repo_path(run),
         "run_dir": settings["run_dir"], "config": _config(run) if run.is_dir() else None,
         "source_tokens": source_tokens(run) if settings["source"] and points else None,
         "status": status, "tokens": points[-1]["tokens"] if points else 0,
@@ -544,7 +546,7 @@ def no_record() -> list[str]:
 def head(path: Path, rec: dict[str, Any]) -> list[str]:
     long, cfg = rec["long"], rec.get("config") or {}
     train = cfg.get("train", {})
-    what = (f"the screen's run `{_where(Path(long['source']))}` (trained to "
+    what = (f"the screen's run `{_where(from_repo(long['source']))}` (trained to "
             f"{rec['source_tokens']:,} tokens) copied to `{rec['run_dir']}` and continued"
             if long["source"] else f"`{long['config']}` with the screen's `{long['recipe']}` "
             f"recipe, seed {long['seed']}, trained from scratch in `{rec['run_dir']}`")

@@ -49,7 +49,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from common import find_record, machine_info, result_path, write_result  # noqa: E402
+from common import find_record, machine_info, repo_path, result_path, write_result  # noqa: E402
 from tree_runs import (  # noqa: E402
     BASELINES,
     RULES,
@@ -265,7 +265,7 @@ def add_to_record(out: Path, screen: dict[str, Any], key: str | None,
             runs[key] = entry
         baselines = old.get("baselines") or dev_baselines(args.dev, args.baseline_seeds)
         commands = [*(c for c in old.get("commands", []) if c != args.command), args.command]
-        record = {"screen": screen, "runs_dir": str(args.runs.resolve()),
+        record = {"screen": screen, "runs_dir": repo_path(args.runs),
                   "seeds": args.seeds, "baselines": baselines, "commands": commands,
                   "summary": summarize(runs, baselines, [r for r in RECIPES
                                                          if r in screen["recipes"]], args.seeds),

@@ -595,3 +595,16 @@ def test_page_keeps_the_perplexity_study_as_a_control(study, trees, page, tmp_pa
     text = page.render(results / "trees-20261123.json", adam, tmp_path / "page.md",
                        results=results)
     assert "as a control" not in text and "## Why" not in text and "†" not in text
+
+
+def test_committed_tree_records_name_their_runs_from_the_checkout_root():
+    """A record naming ``/work/main/runs/...`` renders another page in a clone elsewhere (CI's
+    checkout): a path inside the checkout is stored from its root (runs elsewhere keep
+    their absolute path)."""
+    for path in sorted((ROOT / "benchmarks" / "results").glob("trees*.json")):
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        named = [rec.get("runs_dir"), (rec.get("long") or {}).get("source"),
+                 *(r.get("adopted_from") for r in (rec.get("runs") or {}).values()
+                   if isinstance(r, dict))]
+        for p in filter(None, named):
+            assert not Path(p).is_relative_to(ROOT), f"{path.name} names {p}"
