@@ -44,3 +44,20 @@ def test_missing_config_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         _load().main(["--configs", "configs/nope.yaml"])
     assert "config configs/nope.yaml not found" in capsys.readouterr().err
+
+
+def test_report_renders_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``benchmarks/report.py`` turns the record into a section: one row per config, its phases
+    and its operators, with the record's own figures."""
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "step_profile-20991231.json"
+    rec = _load().main(["--configs", "configs/tiny-lm.yaml", "--steps", "2", "--warmup", "0",
+                        "--top", "3", "--out", str(out), "train.threads=1"])
+    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    text = "\n".join(report.step_profile_section(out, json.loads(out.read_text())))
+    (r,) = rec["results"]
+    assert f"| `configs/tiny-lm.yaml` | 4 × 12 | {r['optimizer']} |" in text
+    assert f"{r['tokens_per_s']:,.0f} | 1.00× |" in text
+    assert f"`{r['top_ops'][0]['op']}`" in text and "forward+loss" in text
