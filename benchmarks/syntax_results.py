@@ -191,8 +191,35 @@ def verdict(rec: dict[str, Any]) -> list[str]:
              f"official rule's control {baseline_f1(control['random_levels_official'])}: the "
              f"target, above right-branching, is {met}. The same runs under the split rule (layer "
              f"{split['layer']}, chosen on dev): {pm(split['test'])}, against its control "
-             f"{baseline_f1(control['random_levels_split'])}.", "", finished_line(rec), ""]
+             f"{baseline_f1(control['random_levels_split'])}.", "",
+             *seeds_line(rec, gate, layer, best['right_branching_test']), finished_line(rec), ""]
     return lines
+
+
+def seeds_line(rec: dict[str, Any], gate: str, layer: int, rb: float) -> list[str]:
+    """Seed by seed, the best configuration against right-branching at its layer; a seed below
+    it is named with the layer its own dev run would choose (what a user holding that one run
+    would parse with), and the minutes of the runs this study trained itself."""
+    runs = [r for r in _sorted(rec["runs"]) if r["gate"] == gate]
+    if not runs:
+        return []
+    official = [(r, r["scores"]["official"]) for r in runs]
+    below = [(r, sc) for r, sc in official
+             if sc["test"][str(layer)]["sentence_f1"] <= rb]
+    words = [f"Seed by seed at layer {layer} (official rule): "
+             + ", ".join(f"{pct(sc['test'][str(layer)]['sentence_f1'])}" for _, sc in official)
+             + f"; {len(official) - len(below)} of {len(official)} above right-branching."]
+    for r, sc in below:
+        own = max(sc["dev"], key=lambda k: sc["dev"][k]["sentence_f1"])
+        words.append(f"Below it: seed {r['seed']} ({pct(sc['test'][str(layer)]['sentence_f1'])}); "
+                     f"that run's own dev scores choose layer {own} "
+                     f"({pct(sc['dev'][own]['sentence_f1'])} on dev), "
+                     f"{pct(sc['test'][own]['sentence_f1'])} on test.")
+    alone = [r["minutes"] for r in runs if not r.get("adopted_from")]
+    if alone:
+        words.append(f"Minutes per run trained by this study itself (not adopted): "
+                     f"{min(alone):.1f}–{max(alone):.1f}.")
+    return [" ".join(words), ""]
 
 
 def table(rec: dict[str, Any],

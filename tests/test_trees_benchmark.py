@@ -608,3 +608,20 @@ def test_committed_tree_records_name_their_runs_from_the_checkout_root():
                    if isinstance(r, dict))]
         for p in filter(None, named):
             assert not Path(p).is_relative_to(ROOT), f"{path.name} names {p}"
+
+
+def test_seeds_line_names_each_seed_below_right_branching(page: ModuleType) -> None:
+    """Hand-made record: seed 2 is below right-branching at the chosen layer 2; its own dev
+    scores prefer layer 3, whose test figure the line gives; minutes only of trained runs."""
+    def run(seed: int, dev: list[float], test: list[float], **extra: object) -> dict:
+        f1 = lambda xs: {str(i + 1): {"sentence_f1": x} for i, x in enumerate(xs)}  # noqa: E731
+        return {"gate": "paper", "seed": seed, "minutes": 9.0 + seed,
+                "scores": {"official": {"dev": f1(dev), "test": f1(test)}}, **extra}
+    rec = {"runs": {"paper/1": run(1, [.2, .5, .3], [.2, .49, .3], adopted_from="runs/x"),
+                    "paper/2": run(2, [.2, .35, .45], [.2, .38, .44])}}
+    (text, blank) = page.seeds_line(rec, "paper", 2, 0.399)
+    assert blank == ""
+    assert "Seed by seed at layer 2 (official rule): 49.0, 38.0; 1 of 2 above" in text
+    assert "Below it: seed 2 (38.0); that run's own dev scores choose layer 3 (45.0 on dev), " \
+           "44.0 on test." in text
+    assert text.endswith("(not adopted): 11.0–11.0.")
