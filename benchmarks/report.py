@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import repo_path  # noqa: E402
+
 RESULTS = HERE / "results"
 DOC = HERE.parent / "docs" / "benchmarks.md"
 
@@ -48,20 +52,12 @@ def _machine_short(rec: dict) -> str:
     return rec.get("machine", {}).get("cpu", "?").replace("(R)", "")
 
 
-def _where(path: Path) -> str:
-    """A record's path as the docs name it: from the checkout's root when it lies there."""
-    try:
-        return str(path.relative_to(HERE.parent))
-    except ValueError:
-        return str(path)
-
-
 def cells_section(path: Path, rec: dict) -> list[str]:
     if on_gpu(rec):
         m: dict[str, Any] = rec.get("machine", {})
         out = [f"## Cell throughput on the GPU (`benchmarks/cells.py --device cuda`), "
                f"{rec.get('gpu', '?')}, {str(rec['date'])[:10]}", "",
-               f"Record `{_where(path)}`, command `{rec['command']}`; {rec.get('gpu', '?')}, "
+               f"Record `{repo_path(path)}`, command `{rec['command']}`; {rec.get('gpu', '?')}, "
                f"torch {m.get('torch', '?')}, host CPU {m.get('cpu', '?')}. One layer, tokens/s, "
                f"each run timed by CUDA events, median of {rec['repeats']} runs after "
                f"{rec['warmup']} warm-up runs. Training = forward + backward with every "
@@ -71,7 +67,7 @@ def cells_section(path: Path, rec: dict) -> list[str]:
         cpu = _machine_short(rec) + (f" ({fms})" if fms else "")    # a hypervisor may name
         out = [f"## Cell throughput (`benchmarks/cells.py`), {cpu}, "  # two CPUs alike
                f"{str(rec['date'])[:10]}, `{path.name}`", "",
-               f"Record `{_where(path)}`, command `{rec['command']}`; "
+               f"Record `{repo_path(path)}`, command `{rec['command']}`; "
                f"{machine_line(rec)}. One layer, tokens/s, median of {rec['repeats']} runs after "
                f"{rec['warmup']} warm-up runs. Training = forward + backward with every "
                f"gradient.", ""]
@@ -107,7 +103,7 @@ def budget_section(path: Path, rec: dict) -> list[str]:
     where = f"{rec['machine']['gpu']} (GPU)" if on_gpu else _machine_short(rec)
     out = [f"## Language models at equal wall time (`benchmarks/lm_budget.py`), "
            f"{where}, {str(rec['date'])[:10]}", "",
-           f"Record `{_where(path)}`; {machine_line(rec)}. Commands: "
+           f"Record `{repo_path(path)}`; {machine_line(rec)}. Commands: "
            + "; ".join(f"`{c}`" for c in rec.get("commands", [rec["command"]])), "",
            "| config | parameters | minutes | tokens seen | tokens/s | epochs | best valid | "
            "test (best ckpt) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -125,7 +121,7 @@ def budget_section(path: Path, rec: dict) -> list[str]:
 
 
 def simple_section(title: str, path: Path, rec: dict, keys: list[str]) -> list[str]:
-    out = [f"## {title}", "", f"Record `{_where(path)}`, command "
+    out = [f"## {title}", "", f"Record `{repo_path(path)}`, command "
            f"`{rec['command']}`; {machine_line(rec)}.", ""]
     for k in keys:
         if k in rec:
@@ -144,7 +140,7 @@ def precision_section(path: Path, rec: dict) -> list[str]:
     out = [f"## Training precision (`benchmarks/precision.py`), "
            f"{m.get('gpu', '?') if on_gpu(rec) else _machine_short(rec)}, "
            f"{str(rec['date'])[:10]}, `{path.name}`", "",
-           f"Record `{_where(path)}`, command `{rec['command']}`; {where}. "
+           f"Record `{repo_path(path)}`, command `{rec['command']}`; {where}. "
            f"`train.precision: auto`'s measurement of the machine chose "
            f"**{auto.get('precision', '?')}**: {auto.get('reason', '?')}." +
            (" Where it says bf16, `auto` confirms it by the config's own training step (fp32 "
@@ -207,7 +203,7 @@ def simd_section(path: Path, rec: dict) -> list[str]:
     m = rec.get("machine", {})
     out = [f"## Vector multiply-add peak, one core (`benchmarks/simd_peak.py`), "
            f"{_machine_short(rec)}, {str(rec['date'])[:10]}, `{path.name}`", "",
-           f"Record `{_where(path)}`, command `{rec['command']}`; {machine_line(rec)}; CPU "
+           f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}; CPU "
            f"family/model/stepping {m.get('cpu_family_model_stepping', '?')}, vector extensions "
            f"{', '.join(m.get('cpu_simd', [])) or '?'}. {rec['accumulators']} independent "
            f"accumulators, best of {rec['repeats']} runs.", "",
@@ -229,7 +225,7 @@ def step_profile_section(path: Path, rec: dict) -> list[str]:
     last = res[-1]["config"]
     out = [f"## Where a training step's time goes (`benchmarks/step_profile.py`), "
            f"{_machine_short(rec)}, {str(rec['date'])[:10]}, `{path.name}`", "",
-           f"Record `{_where(path)}`, command `{rec['command']}`; {machine_line(rec)}. "
+           f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}. "
            f"Tokens/s of the training step alone (no validation, no checkpoint), "
            f"{res[0]['steps']} timed steps per config; the last column is against `{last}`.", "",
            "| config | batch × BPTT | optimizer | precision | ms per step | tokens/s | "
@@ -295,7 +291,7 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
 def side_by_side_section(path: Path, rec: dict) -> list[str]:
     """A training alone and two started together, per OpenMP setting."""
     out = ["## Two trainings side by side (`benchmarks/side_by_side.py`)", "",
-           f"Record `{_where(path)}`, command `{rec['command']}`; {machine_line(rec)}. "
+           f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}. "
            f"`{rec['config']}`, {rec['tokens']:,} training tokens per run; tokens/s of the "
            f"training steps (validation left out).", "",
            "| setting | what | alone tokens/s | two at once, each | each / alone |",
@@ -310,9 +306,6 @@ def side_by_side_section(path: Path, rec: dict) -> list[str]:
 def syntax_results(results: Path = RESULTS) -> None:
     """``docs/syntax-results.md`` from the newest ``trees`` record (``benchmarks/trees.py``),
     rendered by ``benchmarks/syntax_results.py``; left as it is while there is none."""
-    import sys
-
-    sys.path.insert(0, str(HERE))
     import syntax_results as page
 
     page.main(results)
@@ -322,9 +315,6 @@ def screen_results(results: Path = RESULTS) -> None:
     """``docs/trees-screen.md`` from the newest ``trees-screen`` record (``benchmarks/trees.py
     --screen``), rendered by ``benchmarks/screen_results.py``; left as it is while there is
     none."""
-    import sys
-
-    sys.path.insert(0, str(HERE))
     import screen_results as page
 
     page.main(results)
@@ -333,9 +323,6 @@ def screen_results(results: Path = RESULTS) -> None:
 def syntax_zh(results: Path = RESULTS) -> None:
     """``docs/syntax-zh.md`` from the newest ``trees-zh`` record (``benchmarks/trees_zh.py``), or
     the page saying there is none."""
-    import sys
-
-    sys.path.insert(0, str(HERE))
     import trees_zh as page
 
     page.main(results)
@@ -344,9 +331,6 @@ def syntax_zh(results: Path = RESULTS) -> None:
 def trees_long(results: Path = RESULTS) -> None:
     """``docs/trees-long.md`` from the newest ``trees-long`` record (``benchmarks/trees_long.py``),
     or the page saying there is none and how to make one."""
-    import sys
-
-    sys.path.insert(0, str(HERE))
     import trees_long as page
 
     page.page_main(results)
