@@ -90,6 +90,8 @@ CASES: list[tuple[Any, ...]] = [
      "drop --config"),
     ("out-exists", ["train", "--config", "configs/tiny-lm.yaml", "--out", "{run}"],
      "already holds a run"),
+    ("out-foreign", ["train", "--config", "configs/tiny-lm.yaml", "--out", "{tmp}", "--quiet"],
+     "{tmp}: exists and is not a treelm run ("),      # issue 43: e.g. --out docs
     # ---------------------------------------------------------------- train: slot filling
     ("tag-window-even", [*TAGGING, "model.window=4"], "window must be odd"),
     ("tag-feedback", [*TAGGING, "model.feedback=output"], "model.feedback = 'output'"),
@@ -555,6 +557,32 @@ def test_second_writer_on_a_locked_run_is_one_line_naming_the_holder(tiny_run, t
     finally:
         lock.release()
     assert not RunFiles(run).lock.exists()
+
+
+def test_out_may_be_an_empty_directory_and_force_writes_among_foreign_files(tmp_path,
+                                                                           capsys):
+    """--out into an existing empty directory trains (a dead writer's lock file alone counts as
+    empty); a directory holding other files is refused in one line naming it, what is in it and
+    --force; with --force the run is written among those files, which stay."""
+    from treelm.rundir.files import RunFiles
+
+    base = ["train", "--config", "configs/tiny-lm.yaml", "--quiet", "train.epochs=1"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    RunFiles(empty).lock.write_text("pid 1 on gone\n")
+    assert main([*base, "--out", str(empty)]) == 0
+    assert RunFiles(empty).pointer.exists()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("README.md", "guide.md", ".hidden"):
+        (docs / name).write_text("mine\n")
+    capsys.readouterr()
+    assert main([*base, "--out", str(docs)]) == 2
+    _one_error_line(capsys.readouterr().err, f"{docs}: exists and is not a treelm run "
+                    "(3 entries, e.g. README.md); choose an empty or new directory, or --force")
+    assert sorted(p.name for p in docs.iterdir()) == [".hidden", "README.md", "guide.md"]
+    assert main([*base, "--out", str(docs), "--force"]) == 0
+    assert RunFiles(docs).pointer.exists() and (docs / "README.md").read_text() == "mine\n"
 
 
 def test_a_killed_holders_lock_is_taken_over_with_a_note(tiny_run, tmp_path, capsys):

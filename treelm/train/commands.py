@@ -49,6 +49,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         run = Path(args.out)
         if RunFiles(run).pointer.exists() and not args.force:
             raise TreelmError(f"{run} already holds a run; use --resume {run} or --force")
+        if not args.force and (foreign := foreign_entries(run)):
+            n = len(foreign)
+            raise TreelmError(f"{run}: exists and is not a treelm run ({n} "
+                              f"{'entry' if n == 1 else 'entries'}, e.g. {foreign[0]}); choose "
+                              f"an empty or new directory, or --force")
         cfg = apply_overrides(load_config(args.config), args.overrides)
     try:
         summary = (resume(run, cfg, quiet=args.quiet, started=args.started) if args.resume
@@ -63,12 +68,28 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 130 if summary and summary.get("interrupted") else 0
 
 
+def foreign_entries(out: Path) -> list[str]:
+    """The names in ``out`` that make it no place for a new run: none where ``out`` is new,
+    empty or a run already (its ``checkpoint.json`` or ``config.yaml``: ``--force`` decides
+    those, as before). A run's files would otherwise land among someone's own (``--out docs``).
+    A dead writer's ``train.lock`` alone does not count: the lock takes it over. Visible names
+    first, so that the example the message gives is one the user sees with ``ls``."""
+    from treelm.rundir.files import RunFiles
+
+    files = RunFiles(out)
+    if not out.is_dir() or files.pointer.exists() or files.config.exists():
+        return []
+    names = [p.name for p in out.iterdir() if p.name != files.lock.name]
+    return sorted(names, key=lambda name: (name.startswith("."), name))
+
+
 def add_train(sub: Any) -> argparse.ArgumentParser:
     t = add_verb(sub, "train", cmd_train, epilog=TRAIN_EPILOG)
     t.add_argument("--config", metavar="FILE", help="YAML config (see configs/)")
-    t.add_argument("--out", metavar="RUN_DIR", help="run directory to create")
+    t.add_argument("--out", metavar="RUN_DIR", help="run directory to create (new or empty)")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint")
-    t.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
+    t.add_argument("--force", action="store_true", help="overwrite an existing run in --out, "
+                   "or write the run into a non-empty directory that is not one")
     t.add_argument("--quiet", action="store_true", help="no progress output (warnings, notes "
                    "and the result JSON on stdout remain)")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
