@@ -44,7 +44,8 @@ ALLOWED: dict[str, set[str]] = {
     "parsing": {"verb", "api", "run", "syntax", "text", "errors"},
     "suite": {"verb", "api", "run", "text", "errors"},
     "serve": {"verb", "api", "syntax", "errors"},
-    "cli": {"train", "generate", "tag", "translate", "parsing", "analysis", "suite", "serve",
+    "study": {"run", "rundir", "syntax", "config", "errors", "verb"},
+    "cli": {"train", "generate", "tag", "translate", "parsing", "analysis", "suite", "serve", "study",
             "verb", "errors", "omp"},
 }
 

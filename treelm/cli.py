@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_translate(sub)
     from treelm.serve.commands import add_serve
     add_serve(sub)
+    from treelm.study.commands import add_study
+    add_study(sub)
     return p
 
 

@@ -1,0 +1,138 @@
+"""One run of a study as a job: train it to its end, score it, write ``RUN/study.json``.
+
+The same callable runs under every launcher (submitit pickles it into a local subprocess or a
+Slurm job). It trains through a child ``treelm train`` (``--resume`` where the run has a
+checkpoint), so a job that is stopped, killed or requeued loses nothing but the batch in progress:
+
+- the child ignores SIGUSR2: submitit's signal before a time limit or a preemption is the job's
+  business, not the trainer's (its default action would kill it unsaved);
+- on that signal submitit calls :meth:`RunJob.checkpoint`, which sends the child SIGTERM (the
+  trainer saves after its batch and stops), waits for it, and hands submitit this same job to
+  requeue: the next start resumes from the saved checkpoint;
+- the child gets SIGTERM too when the job's process dies however it dies (``PR_SET_PDEATHSIG``),
+  so no orphan trainer holds the run's lock.
+
+The run's thread count is pinned in its config (``train.threads``) and in ``OMP_NUM_THREADS``
+when it starts; a resume keeps the run's own, so it rounds as the run started.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from treelm.rundir.files import RunFiles, atomic_write_text
+
+#: The record of a scored run in its run directory (the driver gathers these).
+STUDY_FILE = "study.json"
+
+try:     # looked up in the parent: between fork and exec the child only calls it
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def _child_setup() -> None:
+    """In the training child, before exec: SIGTERM when the job dies; deaf to SIGUSR2."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)       # PR_SET_PDEATHSIG
+
+
+def saved_threads(run: Path) -> int | None:
+    """``train.threads`` of a run that has started (its saved config), else None."""
+    import yaml
+
+    files = RunFiles(run)
+    if not files.config.exists():
+        return None
+    cfg = yaml.safe_load(files.config.read_text(encoding="utf-8")) or {}
+    return (cfg.get("train") or {}).get("threads")
+
+
+class RunJob(submitit.helpers.Checkpointable):
+    """Train the run ``run_dir`` of a study (``config`` plus ``overrides``) and score it.
+
+    Everything it reads is named absolute (the job may start in another directory, on another
+    machine): the config, the run directory, the treebanks, ``NLTK_DATA`` in ``env``.
+    """
+
+    def __init__(self, key: str, run_dir: str, config: str, overrides: list[str],
+                 threads: int, env: dict[str, str | None], trees: dict[str, Any] | None,
+                 evals: list[dict[str, Any]], study: str) -> None:
+        self.key, self.run_dir, self.config = key, run_dir, config
+        self.overrides, self.threads, self.env = list(overrides), threads, dict(env)
+        self.trees, self.evals, self.study = trees, list(evals), study
+        self._child: subprocess.Popen[bytes] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_child"] = None          # a process does not travel with a requeued job
+        return state
+
+    # ------------------------------------------------------------------ the command
+    def train_command(self) -> tuple[list[str], int]:
+        """The child's command line and its thread count: a fresh start pins ``threads``; a
+        run that has started resumes with its own."""
+        run = Path(self.run_dir)
+        cli = [sys.executable, "-m", "treelm.cli", "train", "--quiet"]
+        if RunFiles(run).pointer.exists():
+            return [*cli, "--resume", str(run)], saved_threads(run) or self.threads
+        return ([*cli, "--config", self.config, "--out", str(run), "--force", *self.overrides,
+                 f"train.threads={self.threads}"], self.threads)
+
+    def train(self) -> int:
+        cmd, threads = self.train_command()
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        for k, v in self.env.items():   # None: unset (submitit's local jobs hide the GPUs)
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        self._child = subprocess.Popen(cmd, env=env, preexec_fn=_child_setup)
+        try:
+            return self._child.wait()
+        finally:
+            self._child = None
+
+    # ------------------------------------------------------------------ the job
+    def __call__(self) -> dict[str, Any]:
+        from treelm.study.score import last_done, machine, score_run
+
+        run = Path(self.run_dir)
+        os.environ.update({k: v for k, v in self.env.items() if v is not None})  # NLTK_DATA...
+        started = time.time()
+        if last_done(run) is None:
+            rc = self.train()
+            if last_done(run) is None:
+                raise RuntimeError(f"{self.key}: treelm train exited with {rc} before the run "
+                                   f"finished; run the study again to resume it")
+        entry = score_run(run, self.trees, self.evals)
+        entry.update(key=self.key, study=self.study, overrides=self.overrides,
+                     machine=machine(), job_seconds=round(time.time() - started, 1),
+                     job_id=os.environ.get("SLURM_JOB_ID") or os.environ.get(
+                         "SUBMITIT_LOCAL_JOB_ID"))
+        atomic_write_text(run / STUDY_FILE, json.dumps(entry, indent=1) + "\n")
+        return {"key": self.key, "tokens": entry["tokens"]}
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
+        """Submitit's time limit or preemption: the trainer saves and stops, then this job is
+        requeued as it is (its next start resumes the run)."""
+        child = self._child
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGTERM)   # a second one stops at once
+                child.wait()
+        return super().checkpoint(*args, **kwargs)

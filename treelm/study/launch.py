@@ -1,0 +1,145 @@
+"""Where a study's jobs run: submitit's local subprocesses or Slurm jobs, and how a driver that
+was stopped and started again finds them.
+
+A job is known by its launcher and id alone (kept in the study's state file), never by a lock of
+ours: a local job is its submitit controller's process (alive when that pid runs submitit's
+controller for this study's folder), a Slurm job is what ``squeue`` lists (pending, running,
+requeued...). The run directory's own writer lock is the only guard against a second trainer.
+
+Local: submitit's ``LocalExecutor`` starts every job it is given at once and stops a job after
+``timeout_min`` (2 minutes by default): the driver gives it at most ``jobs`` runs at a time and a
+time limit of its own (``launcher.time``, default 7 days; at the limit the job saves and is
+requeued, as on Slurm). Slurm: one job per run, or what is left as one job array, with the
+partition, time, CPUs, GPUs and memory of ``launcher:`` or the command line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from treelm.errors import TreelmError
+from treelm.study.job import RunJob
+from treelm.study.spec import Launcher
+
+LOCAL_DEFAULT_MINUTES = 7 * 24 * 60
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def local_plan(launcher: Launcher, runs_left: int) -> tuple[int, int]:
+    """Runs at once and threads per run on this machine: one run per core, one thread each,
+    unless fewer runs are left than cores (then the cores are shared among them). One thread
+    per run is measured as the better use of a CPU's cores (``benchmarks/study_throughput.py``):
+    small recurrent steps scale poorly across threads, and runs side by side do not wait on
+    each other."""
+    n = cores()
+    jobs = launcher.jobs or max(1, min(n, runs_left))
+    threads = launcher.threads or max(1, n // jobs)
+    return jobs, threads
+
+
+def _alive_local(job_id: str, folder: Path) -> bool:
+    """Whether the submitit controller ``job_id`` (a pid) still runs for ``folder``."""
+    try:
+        cmd = Path(f"/proc/{int(job_id)}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return False
+    return b"submitit.local._local" in cmd and os.fsencode(str(folder)) in cmd
+
+
+def slurm_states(job_ids: list[str]) -> dict[str, str]:
+    """``squeue``'s state of each job still known to the scheduler (array tasks one by one); a
+    job that has left the queue (finished, failed, cancelled) is absent."""
+    if not job_ids:
+        return {}
+    if shutil.which("squeue") is None:
+        raise TreelmError("squeue not found: this machine cannot see the Slurm jobs of this "
+                          "study (run the driver on a login node of the cluster)")
+    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(
+        sorted({j.split("_")[0] for j in job_ids}))], capture_output=True, text=True)
+    states = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    return {j: states[j] for j in job_ids if j in states}
+
+
+class Launch:
+    """Submits jobs and tells which of the study's jobs are still queued or running."""
+
+    def __init__(self, launcher: Launcher, folder: Path) -> None:
+        self.launcher, self.folder = launcher, folder
+        folder.mkdir(parents=True, exist_ok=True)
+        if launcher.name == "local":
+            self.executor: Any = submitit.LocalExecutor(folder=str(folder))
+            self.executor.update_parameters(
+                timeout_min=launcher.time or LOCAL_DEFAULT_MINUTES)
+        else:
+            if shutil.which("sbatch") is None:
+                raise TreelmError("--launcher slurm: sbatch not found on this machine")
+            self.executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+            self.executor.update_parameters(**self.slurm_parameters())
+        self._live: dict[str, Any] = {}     # job id -> submitit job submitted by this driver
+
+    def slurm_parameters(self) -> dict[str, Any]:
+        la = self.launcher
+        params: dict[str, Any] = {"timeout_min": int(la.time or 60),
+                                  "cpus_per_task": la.cpus_per_task or la.threads or 1,
+                                  "tasks_per_node": 1, "nodes": 1, "name": "treelm-study"}
+        if la.partition:
+            params["slurm_partition"] = la.partition
+        if la.gpus:
+            params["gpus_per_node"] = la.gpus
+        if la.mem_gb:
+            params["mem_gb"] = la.mem_gb
+        if la.array_parallelism:
+            params["slurm_array_parallelism"] = la.array_parallelism
+        if la.extra:
+            params["slurm_additional_parameters"] = dict(la.extra)
+        return params
+
+    def submit(self, jobs: list[RunJob]) -> list[str]:
+        """Submit ``jobs``; their ids, in order."""
+        if self.launcher.name == "slurm" and self.launcher.array and len(jobs) > 1:
+            with self.executor.batch():
+                handles = [self.executor.submit(j) for j in jobs]
+        else:
+            handles = [self.executor.submit(j) for j in jobs]
+        for h in handles:
+            self._live[str(h.job_id)] = h
+        return [str(h.job_id) for h in handles]
+
+    def active(self, job_ids: list[str]) -> set[str]:
+        """The ids of ``job_ids`` still queued or running (submitted by any driver)."""
+        if self.launcher.name == "local":
+            return {j for j in job_ids if self._local_running(j)}
+        return set(slurm_states(job_ids))
+
+    def _local_running(self, job_id: str) -> bool:
+        h = self._live.get(job_id)
+        if h is not None:                 # ours: its Popen knows (and reaps it)
+            return h.state == "RUNNING"
+        return _alive_local(job_id, self.folder)
+
+    def error(self, job_id: str) -> str | None:
+        """The last line of a finished job's error, where submitit kept one."""
+        h = self._live.get(job_id)
+        if h is None:
+            return None
+        try:
+            exc = h.exception()
+        except Exception as e:   # noqa: BLE001 - submitit raises its own kinds here
+            return str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        if exc is None:
+            return None
+        text = str(exc).strip().splitlines()
+        return text[-1] if text else type(exc).__name__

@@ -1,0 +1,192 @@
+"""A study's record: every scored run, the baselines, and what dev chose, in one JSON file.
+
+The driver is the record's only writer: it gathers each finished run's ``RUN/study.json`` and
+keeps the entries of runs whose directories are gone (``runs/`` is not committed). The summary is
+recomputed from the entries at every write, so it never disagrees with them:
+
+    per variant and rule:  dev[k] = mean ± std over seeds of layer k's dev sentence F1;
+                           the layer chosen = argmax_k dev[k] (ties: the lower layer), or the
+                           last-but-one when the study does not let dev choose the layer;
+                           test at that layer, mean ± std, and each seed's figure;
+    per run:               its own (rule, layer) = argmax of its dev F1 (ties: official, then
+                           the lower layer), and its test figure there;
+    the study's choice:    the variant (and rule) whose chosen layer has the best dev mean,
+                           where ``choose`` names them; test is only reported.
+
+``schema: 1`` marks this layout; ``script: "study"`` tells it from other benchmark records.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from treelm.rundir.files import atomic_write_text
+
+SCHEMA = 1
+RULE_ORDER = ("official", "split")
+
+
+def mean_std(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, sample standard deviation (0 for one value), count and the values."""
+    vals = [float(v) for v in values]
+    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1
+            else 0.0, "n": len(vals), "runs": vals}
+
+
+def default_layer(layers: Sequence[str]) -> str:
+    """The last-but-one layer (the paper's reading), or the only one."""
+    ks = sorted(layers, key=int)
+    return ks[-2] if len(ks) > 1 else ks[0]
+
+
+def _sf1(scores: dict[str, Any], rule: str, part: str, layer: str) -> float:
+    return scores[rule][part][layer]["sentence_f1"]
+
+
+def run_choice(scores: dict[str, Any], rules: Sequence[str]) -> dict[str, Any]:
+    """One run's own choice on its dev scores: the (rule, layer) of the highest sentence F1
+    (ties: the official rule, then the lower layer); per rule, the best layer."""
+    order = [r for r in RULE_ORDER if r in rules] + [r for r in rules if r not in RULE_ORDER]
+    per_rule = {}
+    for rule in order:
+        dev = scores[rule]["dev"]
+        per_rule[rule] = max(sorted(dev, key=int), key=lambda k: (dev[k]["sentence_f1"], -int(k)))
+    rule = max(order, key=lambda r: (_sf1(scores, r, "dev", per_rule[r]), -order.index(r)))
+    return {"rule": rule, "layer": per_rule[rule], "per_rule": per_rule}
+
+
+def _tree_summary(runs: list[dict[str, Any]], study: dict[str, Any]) -> dict[str, Any]:
+    trees = study["score"]["trees"]
+    rules, choose = trees["rules"], study["choose"]
+    checkpoint = trees["checkpoints"][0]
+    parts = sorted({p for r in runs for p in r["trees"][checkpoint][rules[0]]
+                    if not p.startswith("oov_") and p != "dev"})
+    variants: dict[str, Any] = {}
+    for v in study["variants"]:
+        mine = sorted((r for r in runs if r["variant"] == v), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        scores = [r["trees"][checkpoint] for r in mine]
+        entry: dict[str, Any] = {"seeds": [r["seed"] for r in mine],
+                                 "tokens": mean_std([r["tokens"] for r in mine]),
+                                 "minutes": mean_std([r["minutes"] for r in mine]),
+                                 "rules": {}}
+        if all("best_valid_ppl" in r for r in mine):
+            entry["valid_ppl"] = mean_std([r["best_valid_ppl"] for r in mine])
+        for rule in rules:
+            layers = sorted(scores[0][rule]["dev"], key=int)
+            dev = {k: mean_std([_sf1(s, rule, "dev", k) for s in scores]) for k in layers}
+            layer = (max(layers, key=lambda k: (dev[k]["mean"], -int(k))) if "layer" in choose
+                     else default_layer(layers))
+            own = [run_choice(s, [rule])["layer"] for s in scores]
+            entry["rules"][rule] = {
+                "layer": layer, "dev_by_layer": dev, "dev": dev[layer],
+                **{p: mean_std([_sf1(s, rule, p, layer) for s in scores]) for p in parts},
+                "per_run": {"layers": own, "dev": mean_std(
+                    [_sf1(s, rule, "dev", k) for s, k in zip(scores, own)]),
+                    **{p: mean_std([_sf1(s, rule, p, k) for s, k in zip(scores, own)])
+                       for p in parts}}}
+        both = [run_choice(s, rules) for s in scores]
+        entry["per_run_choice"] = {
+            "choices": [{"rule": c["rule"], "layer": c["layer"]} for c in both],
+            "dev": mean_std([_sf1(s, c["rule"], "dev", c["layer"]) for s, c in zip(scores, both)]),
+            **{p: mean_std([_sf1(s, c["rule"], p, c["layer"]) for s, c in zip(scores, both)])
+               for p in parts}}
+        variants[v] = entry
+    summary: dict[str, Any] = {"checkpoint": checkpoint, "parts": parts, "variants": variants}
+    if variants:
+        cands = [(v, rule) for v in variants for rule in
+                 (rules if "rule" in choose else rules[:1])]
+        if "variant" not in choose:
+            first = next(iter(variants))
+            cands = [(v, r) for v, r in cands if v == first]
+        v, rule = max(cands, key=lambda c: variants[c[0]]["rules"][c[1]]["dev"]["mean"])
+        summary["chosen"] = {"variant": v, "rule": rule,
+                             "layer": variants[v]["rules"][rule]["layer"],
+                             "dev": variants[v]["rules"][rule]["dev"]["mean"],
+                             **{p: variants[v]["rules"][rule][p]["mean"] for p in parts}}
+    return summary
+
+
+def _eval_summary(runs: list[dict[str, Any]], study: dict[str, Any]) -> dict[str, Any]:
+    variants: dict[str, Any] = {}
+    for v in study["variants"]:
+        mine = sorted((r for r in runs if r["variant"] == v), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        entry: dict[str, Any] = {"seeds": [r["seed"] for r in mine],
+                                 "minutes": mean_std([r["minutes"] for r in mine])}
+        valid = {k: mean_std([r[k] for r in mine]) for k in mine[0]
+                 if k.startswith("best_valid_") and all(k in r for r in mine)}
+        entry["valid"] = {k.removeprefix("best_valid_"): x for k, x in valid.items()}
+        for name in mine[0].get("eval", {}):
+            entry.setdefault("eval", {})[name] = {
+                k: mean_std([r["eval"][name][k] for r in mine]) for k in mine[0]["eval"][name]
+                if all(isinstance(r["eval"][name].get(k), int | float) for r in mine)}
+        variants[v] = entry
+    summary: dict[str, Any] = {"variants": variants}
+    if variants and "variant" in study["choose"]:
+        from treelm.study.spec import LOWER_IS_BETTER
+
+        metric = "loss" if all("loss" in e["valid"] for e in variants.values()) else None
+        if metric:
+            sign = -1 if metric in LOWER_IS_BETTER else 1
+            best = max(variants, key=lambda v: sign * variants[v]["valid"][metric]["mean"])
+            summary["chosen"] = {"variant": best, "on": f"valid {metric}"}
+    return summary
+
+
+def summarize(record: dict[str, Any]) -> dict[str, Any]:
+    """The summary of ``record``'s runs (see the module's docstring)."""
+    runs = list(record["runs"].values())
+    study = record["study"]
+    out: dict[str, Any] = {"runs_done": len(runs),
+                           "runs_planned": len(study["variants"]) * len(study["seeds"])}
+    if study["score"].get("trees") and runs:
+        out["trees"] = _tree_summary(runs, study)
+    if runs:
+        out["scores"] = _eval_summary(runs, study)
+    return out
+
+
+def new_record(study_desc: dict[str, Any], command: str, machine: dict[str, Any]
+               ) -> dict[str, Any]:
+    return {"script": "study", "schema": SCHEMA, "date": date.today().strftime("%Y%m%d"),
+            "command": command, "machine": machine, "study": study_desc, "baselines": {},
+            "runs": {}, "summary": {}}
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    from treelm.errors import TreelmError
+
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise TreelmError(f"{path}: cannot read the study's record ({e})") from None
+    if rec.get("script") != "study" or rec.get("schema") != SCHEMA:
+        raise TreelmError(f"{path}: not a study record of schema {SCHEMA}")
+    return rec
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """The record with its summary recomputed, written atomically."""
+    record["summary"] = summarize(record)
+    record["runs"] = dict(sorted(record["runs"].items(),
+                                 key=lambda kv: (kv[1]["seed"], kv[1]["variant"])))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+
+
+def newest_record(results: Path, name: str) -> Path | None:
+    """The newest committed record of study ``name`` under ``results`` (by its date)."""
+    found = []
+    for p in results.glob(f"{name}-*.json"):
+        stem = p.stem.removeprefix(f"{name}-")
+        if stem.isdigit() and len(stem) == 8:
+            found.append((stem, p))
+    return max(found)[1] if found else None

@@ -1,0 +1,140 @@
+"""A finished run scored as its study asks: what a job writes into ``RUN/study.json``.
+
+    trees[c][rule][part][k] = {sentence_f1, corpus_f1}   layer k of checkpoint c, under ``rule``,
+                                                          against ``part`` (dev, test, test_10)
+    eval[name]              = the task's ``treelm eval`` scores of ``best``
+    curve                   = one point per validation: tokens, minutes, loss/ppl, tree F1
+
+The figures are those :func:`treelm.syntax.report.parsing_report` and ``Task.evaluate`` give, the
+functions behind ``treelm eval-parse`` and ``treelm eval``, so a record's number is the number
+those verbs print for the same run and checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from treelm.rundir.files import RunFiles, read_metrics
+
+#: Fields of a validation event that are bookkeeping, not scores.
+_NOT_SCORES = ("event", "epoch", "step", "elapsed", "tokens", "initial", "budget_end",
+               "train_loss", "lr", "asgd")
+
+
+def last_done(run: Path) -> dict[str, Any] | None:
+    """The run's last ``done`` event (None while it has not finished)."""
+    if not RunFiles(run).metrics.exists():
+        return None
+    done = read_metrics(run, "done")
+    return done[-1] if done else None
+
+
+def curve(run: Path) -> list[dict[str, Any]]:
+    """The run's validations: tokens, minutes and every score logged (tree F1 as
+    ``<rule>/L<k>``, from ``parse_f1/<rule>/L<k>``)."""
+    if not RunFiles(run).metrics.exists():
+        return []
+    points = []
+    for v in read_metrics(run, "valid"):
+        point = {"tokens": v["tokens"], "minutes": round(v["elapsed"] / 60, 3)}
+        for k, x in v.items():
+            if k in _NOT_SCORES or not isinstance(x, int | float) or isinstance(x, bool):
+                continue
+            point[k.removeprefix("parse_f1/")] = x
+        points.append(point)
+    return points
+
+
+def part_name(max_len: int | None, base: str = "test") -> str:
+    return base if max_len is None else f"{base}_{max_len}"
+
+
+def _f1s(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: {"sentence_f1": v["sentence_f1"], "corpus_f1": v["corpus_f1"]}
+            for k, v in report["layers"].items()}
+
+
+def score_trees(run_dir: Path, trees: dict[str, Any]) -> dict[str, Any]:
+    """Every checkpoint of ``trees["checkpoints"]``: each layer under each rule on dev and on
+    test (once per ``test_max_len``), and the trees of ``trees["sentences"]``."""
+    from treelm.run import load_run
+    from treelm.syntax.levels import sentence_levels
+    from treelm.syntax.report import parsing_report
+
+    parts = [("dev", trees["dev"], None)]
+    if trees.get("test"):
+        parts += [(part_name(n), trees["test"], n) for n in trees["test_max_len"]]
+    layers = None if trees["layers"] == "all" else trees["layers"]
+    out: dict[str, Any] = {}
+    sentences: dict[str, Any] = {}
+    for checkpoint in trees["checkpoints"]:
+        r = load_run(run_dir, checkpoint, expect="lm")
+        scores: dict[str, Any] = {}
+        for rule in trees["rules"]:
+            for name, treebank, max_len in parts:
+                rep = parsing_report(treebank, max_len, run=r, layers=layers, style=rule,
+                                     checkpoint=checkpoint, baselines=())
+                scores.setdefault(rule, {})[name] = _f1s(rep)
+                scores[rule]["oov_" + name] = rep["oov_words"] / max(rep["n_words"], 1)
+        out[checkpoint] = scores
+        if trees.get("sentences") and checkpoint == trees["checkpoints"][0]:
+            words = [r.tokenizer.read_line(s) for s in trees["sentences"]]
+            for text, lv in zip(trees["sentences"], sentence_levels(r.model, r.vocab, words)):
+                sentences[text] = {rule: {str(k): lv.tree(k, rule) for k in lv.layers}
+                                   for rule in trees["rules"]}
+    return {"trees": out, **({"sentences": sentences} if sentences else {})}
+
+
+def score_evals(run_dir: Path, evals: list[dict[str, Any]]) -> dict[str, Any]:
+    """The task's scores of ``best`` on each split or data file, as ``treelm eval`` prints."""
+    from treelm.run import load_run
+
+    if not evals:
+        return {}
+    r = load_run(run_dir, "best")
+    out = {}
+    for e in evals:
+        search = {"beam": e["beam"]} if e.get("beam") else {}
+        ev = (r.task.evaluate(r.model, e["split"], None, **search) if e.get("split")
+              else r.task.evaluate_file(r.model, e["data"], None, **search))
+        key = e.get("name") or e.get("split") or Path(e["data"]).name
+        out[key] = {**ev.scores, ev.unit: ev.size}
+    return {"eval": out}
+
+
+def machine() -> dict[str, Any]:
+    """Where a run was trained: enough to read its minutes."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"host": platform.node(), "cpu": cpu, "cores": len(os.sched_getaffinity(0)),
+            "gpu": gpu, "torch": torch.__version__}
+
+
+def score_run(run_dir: Path, trees: dict[str, Any] | None,
+              evals: list[dict[str, Any]]) -> dict[str, Any]:
+    """A finished run's entry: its end (tokens, minutes, best validation), its curve and the
+    scores its study asks for."""
+    done = last_done(run_dir)
+    if done is None:
+        raise RuntimeError(f"{run_dir}: not finished; nothing to score")
+    entry: dict[str, Any] = {
+        "tokens": done["tokens"], "minutes": round(done["elapsed"] / 60, 3),
+        "epochs": done.get("epochs"), "precision": done.get("precision"),
+        **{k: v for k, v in done.items() if k.startswith("best_valid_")},
+        "curve": curve(run_dir)}
+    if trees:
+        entry.update(score_trees(run_dir, trees))
+    entry.update(score_evals(run_dir, evals))
+    return entry

@@ -1,0 +1,124 @@
+"""``treelm study --status``: the table of runs and the summary so far, as plain text.
+
+Runs are listed from the study file, each with its state (done, running, queued, left, failed;
+``recorded`` for a run the record holds whose directory is not on this machine) and its figures;
+the summary gives, per variant and rule, the layer dev chose and the mean ± std of the tree F1 on
+dev and test (or the task's scores), then what dev chose for the study.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from treelm.study.spec import Study
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _ms(m: dict[str, Any], pct: bool = True) -> str:
+    if pct:
+        return f"{_pct(m['mean'])} ± {_pct(m['std'])}"
+    return f"{m['mean']:.4g} ± {m['std']:.2g}"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def run_rows(study: Study, record: dict[str, Any], states: dict[str, str],
+             progress: dict[str, dict[str, Any]]) -> list[str]:
+    rows = [["run", "state", "tokens", "valid ppl", "minutes", "directory"]]
+    for spec in study.run_specs():
+        entry = record["runs"].get(spec.key)
+        state = states.get(spec.key, "left")
+        if state == "left" and entry is not None and not spec.run_dir.exists():
+            state = "recorded"
+        info = entry or progress.get(spec.key) or {}
+        ppl = info.get("best_valid_ppl", info.get("ppl"))
+        rows.append([spec.key, state, f"{info['tokens']:,}" if "tokens" in info else "",
+                     f"{ppl:.1f}" if isinstance(ppl, int | float) else "",
+                     f"{info['minutes']:.1f}" if "minutes" in info else "",
+                     entry["run_dir"] if entry else ""])
+    return _table(rows)
+
+
+def tree_lines(record: dict[str, Any]) -> list[str]:
+    summary = record["summary"].get("trees")
+    if not summary:
+        return []
+    trees = record["study"]["score"]["trees"]
+    parts = summary["parts"]
+    lines = [f"sentence F1 (%), mean ± std over seeds, checkpoint {summary['checkpoint']}; "
+             f"layer chosen on {trees['dev']}" + (f"; reported on {trees['test']}" if parts
+                                                  else "")]
+    rows = [["variant", "rule", "seeds", "layer", "dev", *parts, "per-run layer: " +
+             (parts[0] if parts else "dev")]]
+    for v, e in summary["variants"].items():
+        for rule, r in e["rules"].items():
+            own = r["per_run"]
+            rows.append([v, rule, str(len(e["seeds"])), r["layer"], _ms(r["dev"]),
+                         *[_ms(r[p]) for p in parts],
+                         f"{_ms(own[parts[0] if parts else 'dev'])} "
+                         f"(layers {' '.join(own['layers'])})"])
+    lines += _table(rows)
+    for v, e in summary["variants"].items():
+        pc = e["per_run_choice"]
+        part = parts[0] if parts else "dev"
+        seeds = ", ".join(f"{c['rule']} L{c['layer']}" for c in pc["choices"])
+        lines.append(f"{v}: each run's own rule and layer on dev ({seeds}): {part} "
+                     f"{_ms(pc[part])}; per seed " + " ".join(_pct(x) for x in pc[part]["runs"]))
+    base = record.get("baselines") or {}
+    for part in ["dev", *parts]:
+        b = base.get(part, {}).get("baselines", {})
+        if "right_branching" in b:
+            others = "; ".join(f"{k.replace('_', ' ')} {_pct(_f1(b[k]))}" for k in b
+                               if k != "right_branching")
+            lines.append(f"baselines on {part} ({base[part]['n_sentences']:,} sentences): "
+                         f"right branching {_pct(_f1(b['right_branching']))}; {others}")
+    ch = summary.get("chosen")
+    if ch:
+        lines.append(f"chosen on dev: {ch['variant']}, {ch['rule']} rule, layer {ch['layer']} "
+                     f"(dev {_pct(ch['dev'])})" + "".join(f"; {p} {_pct(ch[p])}" for p in parts))
+    return lines
+
+
+def _f1(b: dict[str, Any]) -> float:
+    f = b["sentence_f1"]
+    return f["mean"] if isinstance(f, dict) else f
+
+
+def score_lines(record: dict[str, Any]) -> list[str]:
+    summary = record["summary"].get("scores")
+    if not summary or record["summary"].get("trees"):
+        return []
+    lines = []
+    for v, e in summary["variants"].items():
+        parts = [f"valid {k} {_ms(m, False)}" for k, m in e["valid"].items()]
+        for name, scores in e.get("eval", {}).items():
+            parts += [f"{name} {k} {_ms(m, False)}" for k, m in scores.items()]
+        lines.append(f"{v} ({len(e['seeds'])} seeds): " + "; ".join(parts))
+    if summary.get("chosen"):
+        lines.append(f"chosen on dev: {summary['chosen']['variant']} "
+                     f"(best {summary['chosen']['on']})")
+    return lines
+
+
+def status_text(study: Study, record: dict[str, Any], record_path: str,
+                states: dict[str, str], progress: dict[str, dict[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for spec in study.run_specs():
+        s = states.get(spec.key, "left")
+        if s == "left" and spec.key in record["runs"] and not spec.run_dir.exists():
+            s = "recorded"
+        counts[s] = counts.get(s, 0) + 1
+    head = (f"study {study.name}: {len(study.variants)} variant(s) × {len(study.seeds)} seed(s) "
+            f"of {study.raw['config']}; record {record_path}; "
+            + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    lines = [head, "", *run_rows(study, record, states, progress)]
+    summary = tree_lines(record) + score_lines(record)
+    if summary:
+        lines += ["", *summary]
+    return "\n".join(lines)
