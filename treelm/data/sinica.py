@@ -55,7 +55,14 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from treelm.data.treebank import SINICA_NAMES, GoldTree, PTBNode, TreebankError, to_gold
+from treelm.data.treebank import (
+    SINICA_NAMES,
+    GoldTree,
+    PTBNode,
+    TreebankError,
+    TreebankNotFound,
+    to_gold,
+)
 
 #: Consecutive clauses that stay in one part.
 BLOCK = 50
@@ -232,7 +239,7 @@ def read_sample() -> list[SinicaTree]:
         with root.join("parsed").open() as stream:
             data = stream.read()
     except (LookupError, OSError) as exc:
-        raise TreebankError(
+        raise TreebankNotFound(
             f"{FILE_NAME}:0: NLTK's Sinica Treebank sample not found; point NLTK_DATA at a "
             "directory holding corpora/sinica_treebank.zip (nltk.download is never called)"
         ) from exc

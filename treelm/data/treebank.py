@@ -60,6 +60,11 @@ class TreebankError(ValueError):
     """Malformed or missing treebank input; the message starts with ``file:line:``."""
 
 
+class TreebankNotFound(TreebankError):
+    """The treebank is not there at all (no such path; the NLTK sample not found), as opposed
+    to one that is there and malformed: ``train.eval_parse.if_missing: skip`` trains on."""
+
+
 #: The names of the NLTK sample and of its two parts (see the module docstring).
 NLTK_NAMES = ("nltk", "nltk-dev", "nltk-test")
 #: The names of the Sinica Treebank sample and of its two evaluation parts (data/sinica.py).
@@ -304,9 +309,9 @@ def _resolve_files(source: str | os.PathLike[str]) -> list[Path]:
     if any(ch in text for ch in "*?["):
         files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
         if not files:
-            raise TreebankError(f"{text}:0: glob matches no files")
+            raise TreebankNotFound(f"{text}:0: glob matches no files")
         return files
-    raise TreebankError(f"{text}:0: no such file or directory")
+    raise TreebankNotFound(f"{text}:0: no such file or directory")
 
 
 def _nltk_sources(part: str | None = None) -> Iterator[tuple[str, str]]:
@@ -324,7 +329,7 @@ def _nltk_sources(part: str | None = None) -> Iterator[tuple[str, str]]:
     try:
         root = nltk.data.find("corpora/treebank/combined/", paths=env + list(nltk.data.path))
     except LookupError as exc:
-        raise TreebankError(
+        raise TreebankNotFound(
             "nltk:treebank:0: NLTK treebank sample not found; point NLTK_DATA at a directory "
             "holding corpora/treebank.zip (nltk.download is never called)"
         ) from exc

@@ -114,9 +114,12 @@ def save_checkpoint(
     averager: Any = None,
     precision: str | None = None,
     fresh: bool = False,
+    best_trees: bool = False,
 ) -> None:
     """Write a new checkpoint as ``last`` (and ``best`` when ``best``, or when ``fresh``: the
-    first checkpoint of a new run, whose pointer forgets one a replaced run left behind).
+    first checkpoint of a new run, whose pointer forgets one a replaced run left behind; and
+    ``best-trees`` when ``best_trees``: the checkpoint of ``train.eval_parse``'s best dev trees,
+    :mod:`treelm.train.trees`). A run never given ``best_trees`` has no ``best-trees``.
 
     With an active NT-ASGD ``averager`` the averaged weights go to ``averaged.safetensors`` too:
     evaluation uses them, a resume the live ones. ``precision`` (``fp32`` | ``bf16``, what the run
@@ -157,6 +160,8 @@ def save_checkpoint(
         ptr["last"] = f"{CKPT}/{new.name}"
         if best or "best" not in ptr:
             ptr["best"] = ptr["last"]
+        if best_trees:
+            ptr["best-trees"] = ptr["last"]
         writing = run / POINTER
         atomic_write_text(writing, json.dumps(ptr, indent=1))
     except OSError as e:
@@ -167,7 +172,7 @@ def save_checkpoint(
         err.removed = new
         raise err from e
     _fsync_dir(run)
-    keep = {ptr["last"], ptr["best"]}
+    keep = {ptr["last"], ptr["best"], ptr.get("best-trees")}
     for d in ckdir.iterdir():
         if f"{CKPT}/{d.name}" not in keep:
             shutil.rmtree(d, ignore_errors=True)
@@ -175,18 +180,22 @@ def save_checkpoint(
 
 def load_weights(run: Path, model: nn.Module, which: str = "best",
                  signature: dict[str, Any] | None = None, averaged: bool | None = None) -> None:
-    """Load checkpoint ``which`` (``best`` | ``last``) of ``run`` into ``model``. Where NT-ASGD
-    was averaging, ``averaged`` picks the averaged weights (what the run's validations scored)
-    over the live ones (what a resume continues from); None: the averaged ones for ``best``
-    only."""
+    """Load checkpoint ``which`` (``best`` | ``best-trees`` | ``last``) of ``run`` into
+    ``model``. Where NT-ASGD was averaging, ``averaged`` picks the averaged weights (what the
+    run's validations scored, trees included) over the live ones (what a resume continues from);
+    None: the averaged ones for ``best`` and ``best-trees`` (both chosen on what a validation
+    scored), the live ones for ``last``."""
     ptr = read_pointer(run)
     if signature is not None and ptr.get("model", {}).get("type") != signature.get("type"):
         raise CheckpointError(
             f"{run}: holds a {ptr.get('model', {}).get('type')!r} model, "
             f"not a {signature.get('type')!r} model"
         )
+    if which not in ptr:
+        raise CheckpointError(f"{run} has no {which} checkpoint")
     path = run / ptr[which] / WEIGHTS
-    if (which == "best" if averaged is None else averaged) and (path.parent / AVERAGED).exists():
+    chosen = which in ("best", "best-trees")
+    if (chosen if averaged is None else averaged) and (path.parent / AVERAGED).exists():
         path = path.parent / AVERAGED   # NT-ASGD: evaluate the averaged iterate
     if not path.exists():
         raise CheckpointError(f"{path}: missing (the run directory is incomplete)")
@@ -217,11 +226,15 @@ def _untied_missing(model: nn.Module, missing: list[str]) -> list[str]:
             if m in gone and all(n in gone for n in names)]
 
 
-def load_trainer_state(run: Path) -> dict[str, Any]:
+def load_trainer_state(run: Path, which: str = "last") -> dict[str, Any]:
+    """The trainer state of checkpoint ``which`` (a resume reads ``last``'s; the others are
+    read for their step, mapped rather than read whole)."""
     ptr = read_pointer(run)
-    path = run / ptr["last"] / TRAINER
+    if which not in ptr:
+        raise CheckpointError(f"{run} has no {which} checkpoint")
+    path = run / ptr[which] / TRAINER
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=which != "last")
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing (the run directory is incomplete)") from None
     except Exception as e:  # noqa: BLE001 - any unpickling failure means a bad file

@@ -29,6 +29,7 @@ WEIGHTS = "model.safetensors"
 AVERAGED = "averaged.safetensors"
 TRAINER = "trainer.pt"
 LOCK = "train.lock"
+TREES = "trees.json"
 
 
 #: The errors of a full disk: no space, over quota, over the file-size limit.
@@ -97,6 +98,8 @@ class RunFiles:
     ckpt = _InRun(CKPT)
     lock = _InRun(LOCK, "The writer's lock (:mod:`treelm.rundir.lock`), present while a writer "
                         "holds it.")
+    trees = _InRun(TREES, "The layer and tree rule chosen on dev trees for each checkpoint "
+                          "(:mod:`treelm.rundir.trees`).")
 
     def vocab_path(self, role: str = "") -> Path:
         return self.path / _role("vocab.json", role)

@@ -19,7 +19,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from treelm.data.treebank import SINICA_NAMES, GoldTree, TreebankError, load_treebank
+from treelm.data.treebank import (
+    SINICA_NAMES,
+    GoldTree,
+    TreebankError,
+    TreebankNotFound,
+    load_treebank,
+)
 from treelm.errors import TreelmError
 from treelm.syntax.baselines import DEFAULT_BASELINES, evaluate_baselines
 from treelm.syntax.metrics import evaluate, label_recall, mean_depth
@@ -35,6 +41,10 @@ BASELINE_TITLES = {"random": "random trees", "balanced": "balanced trees",
                    "random_levels_split": "random levels, split rule"}
 
 
+class MissingTreebankError(TreelmError):
+    """The treebank is not there (no such path, the NLTK sample not found), not malformed."""
+
+
 # ----------------------------------------------------------------------------- the report
 def load_golds(treebank: str | os.PathLike[str], max_len: int | None = None) -> list[GoldTree]:
     """The gold trees to score, with every problem as a one-line :class:`TreelmError`: what
@@ -42,8 +52,9 @@ def load_golds(treebank: str | os.PathLike[str], max_len: int | None = None) -> 
     ``sinica-test`` (:func:`treelm.data.sinica.load_sinica`).
 
     Raises:
-        TreelmError: the treebank is missing or malformed, or no sentence (of at most
-        ``max_len`` words) is left to evaluate.
+        MissingTreebankError: the treebank is not there.
+        TreelmError: the treebank is malformed, or no sentence (of at most ``max_len`` words)
+        is left to evaluate.
     """
     try:
         if os.fspath(treebank) in SINICA_NAMES:
@@ -54,7 +65,8 @@ def load_golds(treebank: str | os.PathLike[str], max_len: int | None = None) -> 
         else:
             golds = load_treebank(treebank, max_len=max_len)
     except TreebankError as e:
-        raise TreelmError(str(e)) from None
+        missing = isinstance(e, TreebankNotFound)
+        raise (MissingTreebankError if missing else TreelmError)(str(e)) from None
     if not golds:
         limit = f" of <= {max_len} words" if max_len else ""
         raise TreelmError(f"{os.fspath(treebank)}: no sentences{limit} to evaluate")

@@ -8,8 +8,10 @@ read off each ON-LSTM layer ``k`` under each tree rule ``r`` on a treebank of go
 the number ``treelm eval-parse RUN --treebank T --style r`` reports for layer ``k`` (the same
 functions compute it: :func:`treelm.syntax.levels.sentence_levels`,
 :func:`treelm.syntax.trees.build_tree`, :func:`treelm.syntax.metrics.sentence_f1`), as a
-fraction. The figures are logged beside the validation loss, never used to choose a checkpoint:
-the model never sees trees, and selection stays on the validation loss.
+fraction. The figures are logged beside the validation loss. The model never sees trees, and
+``best`` stays the checkpoint of the lowest validation loss; on dev trees (:func:`chooses`) the
+figures also choose, by :func:`choose`, each checkpoint's default layer and rule and the
+checkpoint ``best-trees`` (:mod:`treelm.train.trees`): choices made on labelled data.
 
 Shaped for a training loop: the treebank is read and checked once, when the tracker is made
 (so a missing treebank, a treebank with no sentence, or a layer without master gates stops a
@@ -25,16 +27,49 @@ from typing import Any
 
 from torch import nn
 
+from treelm.data.treebank import TREEBANK_NAMES
 from treelm.errors import TreelmError
 from treelm.syntax.levels import onlstm_layers, sentence_levels
 from treelm.syntax.metrics import sentence_f1
 from treelm.syntax.report import load_golds
 from treelm.syntax.trees import TREE_STYLES, build_tree
 
+#: The named treebanks a layer and rule may be chosen on: the development parts. The other
+#: names (``nltk-test``, ``sinica-test``, and ``nltk``, ``sinica``, which hold them) never choose.
+DEV_TREEBANKS = ("nltk-dev", "sinica-dev")
+
 
 def score_key(rule: str, layer: int) -> str:
     """The metrics key of layer ``layer``'s sentence F1 under ``rule``: ``parse_f1/official/L2``."""
     return f"parse_f1/{rule}/L{layer}"
+
+
+def key_parts(key: str) -> tuple[str, int]:
+    """``(rule, layer)`` of a :func:`score_key`."""
+    _, rule, layer = key.split("/")
+    return rule, int(layer[1:])
+
+
+def chooses(treebank: str, paths: bool) -> bool:
+    """Whether scores on ``treebank`` may choose a layer and rule: a named development part
+    always, another named treebank never (it holds test sentences), a path as ``paths`` says
+    (``train.eval_parse`` takes the file its config names as the run's dev trees; ``eval-parse``
+    cannot tell a dev file from a test one, so it never chooses on a path)."""
+    if treebank in DEV_TREEBANKS:
+        return True
+    return paths and treebank not in TREEBANK_NAMES
+
+
+def choose(scores: dict[str, float]) -> tuple[str, int, float]:
+    """``(rule, layer, sentence F1)`` of the highest sentence F1 among ``scores`` (keyed by
+    :func:`score_key`). Ties go to the official rule before the split rule, then to the lower
+    layer: the paper's rule, and the layer nearer the words."""
+    def order(key: str) -> tuple[float, int, int]:
+        rule, layer = key_parts(key)
+        return -scores[key], TREE_STYLES.index(rule), layer
+
+    rule, layer = key_parts(min(scores, key=order))
+    return rule, layer, scores[score_key(rule, layer)]
 
 
 class ParseTracker:

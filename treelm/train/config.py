@@ -18,7 +18,10 @@ TREE_RULES = ("official", "split")
 class EvalParse:
     """``train.eval_parse``: sentence F1 of the trees of every ON-LSTM layer, under each tree rule,
     on a treebank at every validation, logged as ``parse_f1/<rule>/L<k>`` beside the validation
-    scores (:mod:`treelm.syntax.tracking`); never used to choose a checkpoint."""
+    scores (:mod:`treelm.syntax.tracking`). On dev trees they also choose the run's default
+    layer and rule and its ``best-trees`` checkpoint (:mod:`treelm.train.trees`); ``best`` stays
+    the lowest validation loss. ``if_missing``: a treebank that is not there stops the run
+    (``error``) or is said in one line, the run training without tree scores (``skip``)."""
 
     treebank: str = "nltk-dev"       # nltk-dev | nltk-test | nltk | a .mrg file, directory, glob
     layers: list[int] | str = "all"  # 1-based ON-LSTM layers, or all
@@ -26,9 +29,10 @@ class EvalParse:
     max_len: int | None = None       # sentences of at most this many words (None: all)
     max_sentences: int | None = None     # the first N sentences (None: all)
     batch_size: int = 256            # sentences per forward pass
+    if_missing: str = "error"        # error | skip: a treebank not found stops the run, or not
 
     RULES: ClassVar[dict[str, Any]] = {"max_len": ">= 1", "max_sentences": ">= 1",
-                                       "batch_size": ">= 1"}
+                                       "batch_size": ">= 1", "if_missing": ("error", "skip")}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> EvalParse:

@@ -3,7 +3,9 @@ batch (config, symbol tables, data fingerprints and a step-0 checkpoint, or noth
 writer at a time (:mod:`treelm.rundir.lock`), and checkpoints holding everything the next batch
 depends on (the loop's :class:`LoopState`, the task's position, the optimiser and averager, every
 RNG state and the GEMM backends measured), restored whole on ``--resume`` so that the loss curve
-continues as an uninterrupted run's would.
+continues as an uninterrupted run's would. With ``train.eval_parse`` on dev trees, a checkpoint
+may also become ``best-trees``, and ``trees.json`` follows the pointer
+(:mod:`treelm.train.trees`).
 
 A mixin of :class:`treelm.train.trainer.Trainer`, which owns the attributes used here; apart so
 that the loop's file reads as the loop.
@@ -41,6 +43,7 @@ class Persistence:
     cfg: dict[str, Any]
     s: LoopState
     save_seconds: float
+    trees: Any              # treelm.train.trees.TrainingTrees, or None
 
     def _start(self) -> None:
         """Make the run directory with its config, tables and a step-0 checkpoint, so that a
@@ -87,9 +90,11 @@ class Persistence:
         self.lock.release()
 
     def save(self, best: bool = False, fresh: bool = False) -> None:
-        """A checkpoint as ``last`` (and ``best``); ``fresh``: the first of a new run, so that a
-        pointer left by the run ``--force`` replaces names nothing of it any more."""
+        """A checkpoint as ``last`` (and ``best``; and ``best-trees`` when a validation since the
+        last save beat it); ``fresh``: the first of a new run, so that a pointer (and
+        ``trees.json``) left by the run ``--force`` replaces names nothing of it any more."""
         t0 = self._tick()
+        best_trees = self.trees is not None and self.trees.pending
         self.s.metrics_bytes = self.metrics.nbytes
         state = {"loop": dataclasses.asdict(self.s),
                  "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
@@ -98,11 +103,23 @@ class Persistence:
                  **rng_state(self.device), "world": self.dist.world,
                  "gemm": gemm.measurements()}     # a resume chooses the same GEMM backends
         if self.dist.main:
+            if fresh:
+                self.files.trees.unlink(missing_ok=True)
             save_checkpoint(self.files.path, self.model, state, self.signature, best,
                             self.averager if self.averager.active else None,
-                            precision=self.s.precision or None, fresh=fresh)
+                            precision=self.s.precision or None, fresh=fresh,
+                            best_trees=best_trees)
+            if self.trees is not None:
+                self.trees.pending = False
+                self.trees.sync(self.files.path, self.s)
         D.barrier(self.dist)
         self.save_seconds = self._tick() - t0
+
+    def _keep_trees(self, last: bool = False) -> None:
+        """A checkpoint now if the validation just made ``best-trees`` (every rank decides
+        alike); after an epoch's ``last`` batch the epoch's own checkpoint follows at once."""
+        if D.any_rank(self.trees is not None and self.trees.pending, self.dist) and not last:
+            self.save()
 
     def _restore(self) -> None:
         self._lock()
@@ -121,6 +138,8 @@ class Persistence:
         self.metrics.nbytes = self.s.metrics_bytes
         if self.dist.main:  # forget what was logged after the checkpoint
             self.metrics.truncate(self.s.metrics_bytes)
+        if self.trees is not None:  # a kill between a checkpoint and trees.json: mended
+            self.trees.sync(self.files.path, self.s)
 
 
 def write_failure(run: Path, e: OSError) -> TreelmError | None:

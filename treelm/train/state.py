@@ -31,6 +31,10 @@ class LoopState:
     valid_seconds: float = 0.0           # wall time of the last validation (budgets the final one)
     stopped: str = ""                    # "minutes" | "units": the budget that ended the run
     limits: dict[str, Any] = field(default_factory=dict)   # epochs, max_minutes, max_units then
+    # train.eval_parse on dev trees (treelm.train.trees): the choice at the validation that made
+    # `best`, and the best choice of any validation (that of `best-trees`); {} for none
+    tree_best: dict[str, Any] = field(default_factory=dict)
+    tree_top: dict[str, Any] = field(default_factory=dict)
 
 
 def upgrade_state(s: dict[str, Any]) -> dict[str, Any]:

@@ -10,9 +10,10 @@ epoch and what it carries between batches), the optimiser and every RNG state.
 
 The loop knows nothing of the data: a batch goes to ``task.loss``, scores come from
 ``task.evaluate`` (:class:`treelm.tasks.base.Task`). With ``train.eval_parse`` a language model's
-trees are scored too at every validation (:mod:`treelm.syntax.tracking`), logged beside the
-scores and never used to choose a checkpoint. The run directory's side (making it whole,
-the writer lock, checkpoints and their restore) is :mod:`treelm.train.persistence`.
+trees are scored too at every validation, logged beside the scores; on dev trees they choose the
+run's default layer and rule and its ``best-trees`` checkpoint (:mod:`treelm.train.trees`), while
+``best`` stays the task's primary score's. The run directory's side (making it whole, the writer
+lock, checkpoints and their restore) is :mod:`treelm.train.persistence`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import torch
 from torch import nn
 
 from treelm import omp, progress
-from treelm.errors import TreelmError
 from treelm.kernels import precision
 from treelm.rundir.checkpoint import (
     model_signature,
@@ -50,6 +50,7 @@ from treelm.train.persistence import Persistence
 from treelm.train.progress import Progress
 from treelm.train.reproducible import use_deterministic
 from treelm.train.state import LoopState
+from treelm.train.trees import training_trees
 
 
 class Trainer(Persistence):
@@ -86,7 +87,9 @@ class Trainer(Persistence):
         if self.dist.enabled:
             self.net = nn.parallel.DistributedDataParallel(self.model)
         self.optimizer, self.averager = build_optimizer(self.tc, self.model)
-        self.trees, self.tree_f1 = self._tree_tracker(self.config.task.name), {}
+        self.trees, self.tree_f1 = training_trees(self.tc.eval_parse, self.model,
+                                                  self.config.task.name, self.dist.main,
+                                                  self.tell), {}
         self.s = LoopState(base_lr=self.tc.lr)
         self.metrics = MetricsLog(files)
         if resume:
@@ -102,22 +105,6 @@ class Trainer(Persistence):
         else:
             self.choice = self._choose_precision(resumed=False)
             self._start()       # its step-0 checkpoint records the precision
-
-    def _tree_tracker(self, task: str) -> Any:
-        """The tree scorer of ``train.eval_parse`` (main process only), the treebank read now:
-        a missing one stops the run here, before anything is written."""
-        ep = self.tc.eval_parse
-        if ep is None:
-            return None
-        if task != "lm":
-            raise TreelmError(f"train.eval_parse scores a language model's trees; this is a "
-                              f"{task!r} run (drop train.eval_parse)")
-        if not self.dist.main:
-            return None
-        from treelm.syntax.tracking import ParseTracker
-
-        return ParseTracker(ep.treebank, self.model, ep.layers, ep.rules, ep.max_len,
-                            ep.max_sentences, ep.batch_size)
 
     def _choose_precision(self, resumed: bool) -> precision.Choice:
         """fp32 or bf16 for this run: ``train.precision``, ``auto`` measured once per process
@@ -199,6 +186,8 @@ class Trainer(Persistence):
         t0 = self._tick()
         ev = self.validate()
         self.s.valid_seconds = self._tick() - t0
+        if self.trees is not None:      # best-trees: the next checkpoint is this validation's
+            self.trees.validated(self.s, self.tree_f1)
         return ev
 
     def out_of_time(self) -> bool:
@@ -218,6 +207,7 @@ class Trainer(Persistence):
     def _improved(self, ev: Evaluation) -> bool:
         if ev.badness < self.s.best:
             self.s.best, self.s.best_scores = ev.badness, dict(ev.scores)
+            self.s.tree_best = self.trees.best_record(self.s, self.tree_f1) if self.trees else {}
             return True
         return False
 
@@ -404,6 +394,7 @@ class Trainer(Persistence):
                     self.event("valid", **ev.scores, **self.tree_f1)
                     self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
                     s.last_eval = s.elapsed
+                    self._keep_trees(batch.last)
                 if D.any_rank(self.stop.signal is not None, self.dist):
                     self.save()
                     return "interrupted"
