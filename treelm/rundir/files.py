@@ -29,6 +29,7 @@ WEIGHTS = "model.safetensors"
 AVERAGED = "averaged.safetensors"
 TRAINER = "trainer.pt"
 LOCK = "train.lock"
+TB = "tb"
 TREES = "trees.json"
 
 
@@ -98,6 +99,8 @@ class RunFiles:
     ckpt = _InRun(CKPT)
     lock = _InRun(LOCK, "The writer's lock (:mod:`treelm.rundir.lock`), present while a writer "
                         "holds it.")
+    tb = _InRun(TB, "TensorBoard's event files of the run's scalars "
+                    "(:mod:`treelm.train.tensorboard`), where ``tensorboard`` is installed.")
     trees = _InRun(TREES, "The layer and tree rule chosen on dev trees for each checkpoint "
                           "(:mod:`treelm.rundir.trees`).")
 

@@ -50,6 +50,7 @@ from treelm.train.persistence import Persistence
 from treelm.train.progress import Progress
 from treelm.train.reproducible import use_deterministic
 from treelm.train.state import LoopState
+from treelm.train.tensorboard import Board
 from treelm.train.trees import training_trees
 
 
@@ -62,6 +63,7 @@ class Trainer(Persistence):
         self.resumed = resume
         self.finished: str | None = None        # why a resumed run has nothing left to train
         self.lock = RunLock(files.lock)         # one writer per run directory (main process)
+        self.board: Board | None = None         # TensorBoard's view of the metrics log
         self.tc, self.config = read_config(cfg, new=not resume)  # all checked, nothing made
         self.cfg, self.files = self.config.raw, files
         if self.tc.threads:
@@ -105,6 +107,8 @@ class Trainer(Persistence):
         else:
             self.choice = self._choose_precision(resumed=False)
             self._start()       # its step-0 checkpoint records the precision
+        if self.dist.main:      # (opened at its first event: a run that logs none makes no tb/)
+            self.board = Board(files.tb, self.s.tokens if resume else None, self.tell)
 
     def _choose_precision(self, resumed: bool) -> precision.Choice:
         """fp32 or bf16 for this run: ``train.precision``, ``auto`` measured once per process
@@ -134,9 +138,17 @@ class Trainer(Persistence):
     # ---------------------------------------------------------------- output
     def event(self, event: str, **fields: Any) -> None:
         if self.dist.main:
-            self.metrics.append({"event": event, "epoch": self.s.epoch, "step": self.s.step,
-                                 "elapsed": round(self.s.elapsed, 2), "tokens": self.s.tokens,
-                                 **fields})
+            record = {"event": event, "epoch": self.s.epoch, "step": self.s.step,
+                      "elapsed": round(self.s.elapsed, 2), "tokens": self.s.tokens, **fields}
+            self.metrics.append(record)
+            if self.board is not None:
+                self.board.log(record)
+
+    def close(self) -> None:
+        """Close the TensorBoard view, then release the run directory; safe to call twice."""
+        if self.board is not None:
+            self.board.close()
+        super().close()
 
     def say(self, msg: str) -> None:
         if not self.quiet:
