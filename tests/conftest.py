@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from slurm_cluster import slurm_cluster  # noqa: F401  (a one-node Slurm: slurm_cluster.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(int(os.environ.get("TREELM_TEST_THREADS", "2")))
