@@ -41,7 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "generate": {"verb", "api", "run", "text", "errors"},
     "tag": {"verb", "api", "run", "text", "errors"},
     "translate": {"verb", "api", "run", "text", "errors", "progress"},
-    "parsing": {"verb", "api", "run", "syntax", "text", "errors"},
+    "parsing": {"verb", "api", "run", "rundir", "syntax", "text", "errors"},
     "suite": {"verb", "api", "run", "text", "errors"},
     "serve": {"verb", "api", "syntax", "errors"},
     "study": {"run", "rundir", "syntax", "config", "errors", "verb"},

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_train_eval_parse import MRG  # five WSJ-style sentences: the dev trees of a resume
 
 from treelm.cli import main
 from treelm.errors import CheckpointError
@@ -97,8 +98,8 @@ def test_ntasgd_switches_and_saves_averaged(tmp_path, root):
     assert (run / ptr["last"] / "averaged.safetensors").exists()
 
 
-def _weights(run: Path) -> dict[str, torch.Tensor]:
-    r = load_run(run, "last")
+def _weights(run: Path, which: str = "last") -> dict[str, torch.Tensor]:
+    r = load_run(run, which)
     return {k: v.clone() for k, v in r.model.state_dict().items()}
 
 
@@ -123,9 +124,14 @@ EXACT = ["train.deterministic=true"] if torch.cuda.is_available() else []
 
 
 def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root, restore_determinism):
-    """Kill mid-epoch with SIGKILL, resume, and get the same curve and weights as one run."""
+    """Kill mid-epoch with SIGKILL, resume, and get the same curve and weights as one run; with
+    tree F1 on dev trees at every validation, the same best and best-trees checkpoints and the
+    same trees.json (issue 44)."""
     os.chdir(root)
-    common = ["train.epochs=3", "train.save_every_batches=7", "train.log_interval=5", *EXACT]
+    treebank = tmp_path / "mini.mrg"
+    treebank.write_text(MRG, encoding="utf-8")
+    common = ["train.epochs=3", "train.save_every_batches=7", "train.log_interval=5", *EXACT,
+              f"train.eval_parse={{treebank: {treebank}}}", "train.eval_every_units=1500"]
     ref = tmp_path / "ref"
     _train(ref, *common)
     run = tmp_path / "killed"
@@ -145,8 +151,21 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root, restore_dete
 
     a, b = curve(ref), curve(run)
     assert a == b
-    wa, wb = _weights(ref), _weights(run)
-    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert [v for v in _metrics(ref) if v["event"] == "valid"] == [  # tree F1s too (elapsed
+        {**v, "elapsed": w["elapsed"]}                               # aside)
+        for v, w in zip(_metrics(run), _metrics(ref)) if v["event"] == "valid"]
+    # the pointer's checkpoints, each at the same step with the same weights, and trees.json
+    # (the directories' numbers aside: a kill while a checkpoint was written may shift them)
+    assert set(read_pointer(ref)) == set(read_pointer(run)) >= {"best", "best-trees", "last"}
+    keys = ("step", "tokens", "best", "tree_best", "tree_top")
+    for which in ("best", "best-trees", "last"):
+        sa, sb = ({k: load_trainer_state(r, which)["loop"][k] for k in keys} for r in (ref, run))
+        assert sa == sb
+        wa, wb = _weights(ref, which), _weights(run, which)
+        assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    ta, tb = (json.loads((r / "trees.json").read_text(encoding="utf-8")) for r in (ref, run))
+    assert set(ta) == {"best", "best-trees"} and all(
+        {**ta[n], "path": None} == {**tb[n], "path": None} for n in ta)
 
 
 def test_deterministic_option_and_saved_rng_states(tmp_path, root, restore_determinism):

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 from treelm.errors import CheckpointError
 from treelm.verb import Number
 
+#: The checkpoints of a run: the lowest validation loss, the best dev trees of
+#: ``train.eval_parse`` (:mod:`treelm.train.trees`), the newest.
+CHECKPOINTS = ("best", "best-trees", "last")
+
 if TYPE_CHECKING:  # the verbs import this module to declare options: keep torch out of --help
     from torch import nn
 
@@ -32,6 +36,7 @@ class Run:
     task: Task
     model: nn.Module
     precision: str = "fp32"      # what the run trained in (checkpoint.json); fp32 | bf16
+    checkpoint: str = "best"     # which weights: best | best-trees | last (CHECKPOINTS)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The context the run's forward passes run in (bf16 mixed precision or nothing)."""
@@ -57,10 +62,12 @@ class Run:
 
 def load_run(path: str | Path, which: str = "best",
              expect: str | tuple[str, ...] | None = None, averaged: bool | None = None) -> Run:
-    """Load a run's model in eval mode. ``expect`` (a task name, e.g. ``"lm"``, or a tuple of
-    them) refuses runs of other tasks with a one-line error; ``averaged``: NT-ASGD's averaged
-    weights or the live ones (:func:`treelm.rundir.checkpoint.load_weights`; None: averaged for
-    ``best`` only)."""
+    """Load a run's model in eval mode from checkpoint ``which`` (:data:`CHECKPOINTS`; a run
+    without ``best-trees`` is a one-line error saying why). ``expect`` (a task name, e.g.
+    ``"lm"``, or a tuple of them) refuses runs of other tasks with a one-line error;
+    ``averaged``: NT-ASGD's averaged weights or the live ones
+    (:func:`treelm.rundir.checkpoint.load_weights`; None: averaged for ``best`` and
+    ``best-trees``)."""
     import torch
 
     from treelm.config import load_config
@@ -77,6 +84,8 @@ def load_run(path: str | Path, which: str = "best",
     if names is not None and cls.name not in names:
         raise CheckpointError(f"{files.path}: holds a {cls.name!r} run; this command needs a "
                               f"{' or '.join(map(repr, names))} run")
+    if which not in pointer:
+        raise CheckpointError(f"{files.path} has no {which} checkpoint: {_missing(which, cfg)}")
     for line in files.changed_data():
         print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
     config = read_run_config(cfg)
@@ -84,13 +93,24 @@ def load_run(path: str | Path, which: str = "best",
     model = build_model(config.model, **task.model_dims())
     load_weights(files.path, model, which, model_signature(cfg), averaged)
     model.eval()
-    return Run(files.path, cfg, task, model, pointer.get("precision", "fp32"))
+    return Run(files.path, cfg, task, model, pointer.get("precision", "fp32"), which)
+
+
+def _missing(which: str, cfg: dict[str, Any]) -> str:
+    """Why a run lacks checkpoint ``which`` (only ``best-trees`` can be missing)."""
+    if which != "best-trees":
+        return "the run directory is incomplete"
+    if not (cfg.get("train") or {}).get("eval_parse"):
+        return "it was trained without train.eval_parse"
+    return ("no validation of it has chosen on dev trees yet (a test treebank, nltk-test or "
+            "sinica-test, never chooses)")
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """``--checkpoint`` and ``--threads``, which every verb that opens a run takes."""
-    p.add_argument("--checkpoint", choices=["best", "last"], default="best",
-                   help="which weights of the run (default best)")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best",
+                   help="which weights of the run: best (the lowest validation loss; default), "
+                   "best-trees (the best dev tree F1 of train.eval_parse) or last")
     p.add_argument("--threads", type=Number(int, at_least=1),
                    help="torch threads (default: torch's choice)")
     p.add_argument("--precision", choices=["run", "fp32", "bf16", "auto"], default="run",

@@ -17,11 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from treelm.api.values import Unk
+from treelm.api.values import TreeDefaults, Unk
 from treelm.errors import TreelmError
 
 if TYPE_CHECKING:   # torch and the run load only when a run is opened
     from treelm.run import Run
+    from treelm.rundir.trees import TreeChoice
     from treelm.syntax.sources import LevelSource
 
 #: Every method of the API, in the order ``supports`` lists them.
@@ -45,8 +46,11 @@ class UnsupportedMethodError(TreelmError):
 
 class ModelBase:
     """A loaded run and what it offers. ``task`` is its task's name, ``supports`` the methods it
-    offers, ``layers`` the 1-based numbers of its ON-LSTM layers (``()`` without master gates)
-    and ``default_layer`` the one ``parse`` reads unless told (the last-but-one)."""
+    offers, ``layers`` the 1-based numbers of its ON-LSTM layers (``()`` without master gates),
+    ``choice`` the :class:`~treelm.api.values.TreeDefaults` ``parse`` reads unless told (the
+    layer and rule the run chose on dev trees for this checkpoint, else the last-but-one layer
+    and the official rule; None without ON-LSTM layers), and ``default_layer`` and
+    ``default_rule`` the same two values."""
 
     def __init__(self, run: Run) -> None:
         from treelm.syntax.levels import NoMasterGatesError, default_layer
@@ -67,12 +71,37 @@ class ModelBase:
             except NoMasterGatesError as e:
                 self._no_trees = str(e)
         self.default_layer: int | None = default_layer(self.layers) if self.layers else None
+        self.choice: TreeDefaults | None = None
+        if self.layers:
+            chosen = self._chosen()
+            self.default_layer = chosen.layer if chosen else self.default_layer
+            self.choice = TreeDefaults(self.default_layer, chosen.rule if chosen else "official",
+                                       chosen)
+        self.default_rule = self.choice.rule if self.choice else "official"
         self.supports: tuple[str, ...] = tuple(
             m for m in METHODS if m in offered and (m not in TREE_METHODS or self.layers))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({str(self.path)!r}, task={self.task!r}, "
                 f"supports={self.supports})")
+
+    def _chosen(self) -> TreeChoice | None:
+        """The run's choice on dev trees for the loaded checkpoint (``trees.json``), if it is
+        for these weights and names a layer and rule there are; a damaged file is said in one
+        line and left out (it could only change a default)."""
+        import sys
+
+        from treelm.rundir.trees import current_choice
+        from treelm.syntax.trees import TREE_STYLES
+
+        try:
+            chosen = current_choice(self.path, self.run.checkpoint)
+        except TreelmError as e:
+            print(f"treelm: warning: {e}", file=sys.stderr, flush=True)
+            return None
+        if chosen is None or chosen.layer not in self.layers or chosen.rule not in TREE_STYLES:
+            return None
+        return chosen
 
     def require(self, method: str) -> None:
         """Raise :class:`UnsupportedMethodError` unless ``method`` is in ``supports``."""

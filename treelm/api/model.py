@@ -4,7 +4,8 @@
 method                    what it returns                                       tasks
 ========================  ====================================================  ================
 ``parse(sentences)``      one ``nltk.Tree`` per sentence, read off the levels   lm, translation
-                          ``d_f`` of one ON-LSTM layer (Shen et al. 2019)       (ON-LSTM layers)
+                          ``d_f`` of one ON-LSTM layer (Shen et al. 2019): by   (ON-LSTM layers)
+                          default the layer and rule of ``choice``
 ``levels(sentence)``      :class:`~treelm.syntax.levels.SentenceLevels`:        lm, translation
                           per-layer ``d_f``, ``d_i`` (``(layers, n)`` arrays)   (ON-LSTM layers)
 ``score(sentences)``      ``log p(s)`` in nats, ``<eos> w_1 … w_n <eos>``       lm
@@ -49,6 +50,7 @@ from treelm.api.lm import LMMethods
 from treelm.api.values import (
     Attention,
     Generation,
+    TreeDefaults,
     Unk,
     check_positive,
     policy_of,
@@ -67,7 +69,10 @@ if TYPE_CHECKING:   # torch, nltk and the run load only when a run is opened
 class TreelmModel(LMMethods, TaskMethods):
     """A loaded run (:func:`load`). ``task`` is its task's name, ``supports`` the methods it
     offers, ``layers`` the 1-based numbers of its ON-LSTM layers (``()`` without master gates)
-    and ``default_layer`` the one ``parse`` reads unless told (the last-but-one)."""
+    and ``choice`` (:class:`~treelm.api.values.TreeDefaults`) the layer and rule ``parse``
+    reads unless told, and why: those the run chose on labelled dev trees for the loaded
+    checkpoint (``trees.json``), else the last-but-one layer and the official rule
+    (``default_layer``, ``default_rule``: the same two values)."""
 
     def _layer(self, layer: int | None) -> int:
         if layer is None:
@@ -98,12 +103,13 @@ class TreelmModel(LMMethods, TaskMethods):
 
     # ------------------------------------------------------------------ trees
     def parse(self, sentences: str | Sequence[str], layer: int | None = None,
-              style: str = "official", *, direction: str = "forward", unk: str = "map",
+              style: str | None = None, *, direction: str = "forward", unk: str = "map",
               batch_size: int = 256) -> list[nltk.Tree]:
         """The induced tree of each sentence as an ``nltk.Tree`` (constituents labelled ``X``),
         as ``treelm parse`` prints it: the levels ``d_f`` of ``layer`` (default
         ``default_layer``), split top-down by the tree rule ``style`` (``official``: the
-        highest-level word opens a constituent; ``split``: a span splits before it). A
+        highest-level word opens a constituent; ``split``: a span splits before it; default
+        ``default_rule``): ``choice`` says which they are and why. A
         translation run parses the source side (``direction``: its encoder's stack). Words
         outside the vocabulary are read as ``<unk>`` (``unk="map"``) or refused (``"error"``).
         A run trained on Chinese text reads each sentence as ``treelm parse`` does
@@ -112,6 +118,7 @@ class TreelmModel(LMMethods, TaskMethods):
         Traditional characters)."""
         from treelm.syntax.trees import TREE_STYLES
 
+        style = self.default_rule if style is None else style
         if style not in TREE_STYLES:
             raise TreelmError(f"style must be one of {', '.join(TREE_STYLES)}, got {style!r}")
         check_positive("batch_size", batch_size)
@@ -180,15 +187,18 @@ def load(run_dir: str | Path, checkpoint: str = "best", *, precision: str = "run
          expect: str | tuple[str, ...] | None = None) -> TreelmModel:
     """Open a trained run directory (``treelm train --out RUN``) for inference.
 
-    ``checkpoint``: ``"best"`` (the best validation score) or ``"last"``. ``precision``:
+    ``checkpoint``: ``"best"`` (the best validation score), ``"best-trees"`` (the best dev tree
+    F1 of ``train.eval_parse``; a run without one is a one-line error) or ``"last"``.
+    ``precision``:
     ``"run"`` (what it trained in), ``"fp32"``, ``"bf16"`` or ``"auto"``, as the verbs'
     ``--precision``. ``expect`` (a task name or a tuple of them) refuses a run of another task
     with the verbs' one-line error. Raises :class:`~treelm.errors.TreelmError` for a path that
     is not a run."""
-    from treelm.run import load_run
+    from treelm.run import CHECKPOINTS, load_run
 
-    if checkpoint not in ("best", "last"):
-        raise TreelmError(f"checkpoint must be 'best' or 'last', got {checkpoint!r}")
+    if checkpoint not in CHECKPOINTS:
+        raise TreelmError(f"checkpoint must be one of {', '.join(CHECKPOINTS)}, got "
+                          f"{checkpoint!r}")
     if precision not in ("run", "fp32", "bf16", "auto"):
         raise TreelmError(f"precision must be run, fp32, bf16 or auto, got {precision!r}")
     run = load_run(run_dir, checkpoint, expect)
@@ -200,5 +210,5 @@ def load(run_dir: str | Path, checkpoint: str = "best", *, precision: str = "run
 
 
 __all__ = ["METHODS", "TASK_METHODS", "TREE_METHODS", "Attention", "Curves", "Generation",
-           "TreelmModel",
+           "TreeDefaults", "TreelmModel",
            "UnsupportedMethodError", "load", "to_nltk"]

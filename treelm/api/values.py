@@ -2,13 +2,14 @@
 their arguments (one-line :class:`~treelm.errors.TreelmError`\\ s), the unknown-symbol policy a
 caller passes (a name, or the verbs' :class:`~treelm.text.inputs.UnknownSymbols` with their
 ``--unk`` hints and input names), and the values returned (:class:`Attention`,
-:class:`Generation`, ``nltk.Tree``). Nothing here loads torch: ``import treelm`` stays light.
+:class:`Generation`, ``nltk.Tree``, :class:`TreeDefaults`). Nothing here loads torch: ``import
+treelm`` stays light.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Union
 
 from treelm.errors import TreelmError
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     import nltk
     import numpy as np
 
+    from treelm.rundir.trees import TreeChoice
     from treelm.text.inputs import UnknownSymbols
 
 #: An unknown-symbol policy: ``"map"`` or ``"error"`` (a Python caller), or the verbs' policy
@@ -40,6 +42,31 @@ class Attention:
     source: list[str]            # S source symbols, <eos> last
     target: list[str]            # T target symbols, <eos> last
     text: str                    # the target as text (the translation, when none was given)
+
+
+@dataclass(frozen=True)
+class TreeDefaults:
+    """The layer and rule ``parse`` reads unless told (``TreelmModel.choice``), and why:
+    ``chosen``, the run's choice on dev trees for the loaded checkpoint
+    (:class:`~treelm.rundir.trees.TreeChoice`, from ``trees.json``), or None, where the
+    defaults are the last-but-one ON-LSTM layer (the only one of a 1-layer model) and the
+    official rule."""
+
+    layer: int
+    rule: str
+    chosen: TreeChoice | None = None
+
+    @property
+    def why(self) -> str:
+        """``chosen on nltk-dev (sentence F1 47.6 at the best checkpoint)``, or why not."""
+        if self.chosen is not None:
+            return self.chosen.describe()
+        return "the last-but-one ON-LSTM layer and the official rule; no dev choice in this run"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``layer``, ``rule``, ``why`` and the ``chosen`` entry (or None)."""
+        return {"layer": self.layer, "rule": self.rule, "why": self.why,
+                "chosen": asdict(self.chosen) if self.chosen is not None else None}
 
 
 class Generation(Iterator[str]):

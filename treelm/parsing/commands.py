@@ -7,9 +7,13 @@ greedy top-down split of :func:`treelm.syntax.trees.build_tree`. ``eval-parse`` 
 numbers of the paper's Table 2 (unlabeled F1 per layer and for the trivial baselines, per-label
 recall, tree depth) against a Penn-Treebank-style gold corpus.
 
-Layers are numbered from 1 (the layer after the embedding). The default layer is the last-but-one
-ON-LSTM layer (layer 2 of the paper's 3-layer model, the one the official evaluation reads), or
-the only one of a 1-layer model.
+Layers are numbered from 1 (the layer after the embedding). ``parse``, ``plot`` and
+``plot-tree --run`` read the layer and tree rule the run chose on dev trees for the checkpoint
+(``trees.json``, written by ``train.eval_parse`` or by ``eval-parse`` on ``nltk-dev`` or
+``sinica-dev``), saying so on stderr; without such a choice, the last-but-one ON-LSTM layer
+(layer 2 of the paper's 3-layer model, the one the official evaluation reads), or the only one
+of a 1-layer model, and the official rule. ``--layer`` and ``--style`` given win
+(:mod:`treelm.parsing.defaults`).
 
 ``parse``, ``plot`` and ``plot-tree --run`` also take a translation run whose encoder has ON-LSTM
 layers: the source sentence is read by the run's source tokenizer and the encoder, and the tree
@@ -31,16 +35,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any, TextIO
 
 from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
+from treelm.parsing.defaults import (
+    STYLES,
+    LayerArg,
+    parse_layer,
+    record_choice,
+    tree_defaults,
+)
 from treelm.syntax.parse import input_lines
 from treelm.syntax.report import TABLE_LABELS
 from treelm.text.inputs import add_unk_option
 from treelm.verb import Number, add_verb
 
-STYLES = ("official", "split")
 FORMATS = ("brackets", "json", "ascii")
 BASELINE_NAMES = {"left": "left_branching", "right": "right_branching",
                   "balanced": "balanced", "random": "random"}
@@ -95,53 +104,6 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
     return run, onlstm_layers(run.model)
 
 
-def parse_layer(text: str | None, layers: Sequence[int], allow_all: bool = True) -> list[int]:
-    """``--layer`` value -> the 1-based layers to use (``None``: the default layer)."""
-    from treelm.syntax.levels import default_layer
-
-    if text is None:
-        return [default_layer(layers)]
-    if text == "all":
-        if not allow_all:
-            raise TreelmError("--layer all is not possible here; give one layer number")
-        return list(layers)
-    try:
-        k = int(text)
-    except ValueError:
-        raise TreelmError(f"--layer must be a layer number or 'all', got {text!r}") from None
-    if k not in layers:
-        raise TreelmError(f"--layer {k}: this model's ON-LSTM layers are "
-                          f"{', '.join(map(str, layers))}")
-    return [k]
-
-
-class LayerArg:
-    """The ``type=`` of ``--layer``: a layer number from 1, or ``all`` where every layer can be
-    used. Its form is checked as the flag is parsed, so ``--layer abc`` or ``--layer 0`` is a
-    one-line usage error naming the flag before a run is opened; whether the run has that layer
-    is :func:`parse_layer`'s to say, once it is. The text is kept as given, for it."""
-
-    def __init__(self, allow_all: bool = True) -> None:
-        self.allow_all = allow_all
-        self.__name__ = "layer"        # argparse's "invalid layer value" (never reached)
-
-    def __call__(self, text: str) -> str:
-        if text == "all":
-            if not self.allow_all:
-                raise argparse.ArgumentTypeError("'all' is not possible here; give one layer "
-                                                 "number")
-            return text
-        try:
-            k = int(text)
-        except ValueError:
-            either = " or 'all'" if self.allow_all else ""
-            raise argparse.ArgumentTypeError(f"must be a layer number{either}, got {text}"
-                                             ) from None
-        if k < 1:
-            raise argparse.ArgumentTypeError(f"layers are numbered from 1, got {text}")
-        return text
-
-
 def label_list(text: str) -> list[str]:
     """The ``type=`` of ``eval-parse --labels``: comma-separated constituent labels (``NP,VP``;
     spaces around them are dropped, as a table column named `` VP`` could never match); at least
@@ -154,15 +116,19 @@ def label_list(text: str) -> list[str]:
     return labels
 
 
-def _add_model_options(p: argparse.ArgumentParser, batch: bool = True) -> None:
+def _add_model_options(p: argparse.ArgumentParser, batch: bool = True,
+                       run_style: bool = True) -> None:
+    """The run's options, ``--unk``, ``--style`` (default: the run's choice on dev trees where
+    ``run_style``, else official) and ``--batch-size``."""
     from treelm.run import add_run_options
 
     add_run_options(p)
     add_unk_option(p, "word (or piece)")
-    p.add_argument("--style", choices=STYLES, default="official",
-                   help="tree rule: official (default; the highest-level word opens a "
-                   "constituent, ON-LSTM test_phrase_grammar.py) or split (span split before "
-                   "the highest-level word)")
+    default = ("the run's choice on dev trees, else official" if run_style else "official")
+    p.add_argument("--style", choices=STYLES, default=None if run_style else "official",
+                   help=f"tree rule: official (the highest-level word opens a constituent, "
+                   f"ON-LSTM test_phrase_grammar.py) or split (span split before the "
+                   f"highest-level word); default: {default}")
     if batch:
         p.add_argument("--batch-size", type=Number(int, at_least=1), default=256,
                        help="sentences per forward pass (default 256)")
@@ -212,7 +178,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
     lines = input_lines(args.sentence, args.input)        # a missing file fails before the run
     model = TreelmModel(open_run(args, expect=("lm", "translation")))
-    layers = parse_layer(args.layer, model.layers_of(args.direction))
+    layers, style = tree_defaults("parse", model, args)
     policy = UnknownSymbols(args.unk)
     out: TextIO = sys.stdout
     try:
@@ -221,7 +187,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
                                             batch_size=args.batch_size, segment=args.segment,
                                             normalize=args.normalize,
                                             single=args.sentence not in (None, "-")):
-            out.write(format_parse(lv.tokens, lv, layers, args.format, args.style, text) + "\n")
+            out.write(format_parse(lv.tokens, lv, layers, args.format, style, text) + "\n")
             out.flush()
     except BrokenPipeError:             # e.g. `treelm parse ... | head`: stop quietly
         import os
@@ -249,7 +215,8 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
                    help="read sentences from this file, one per line")
     p.add_argument("--layer", metavar="K|all", type=LayerArg(),
                    help="1-based layer whose levels make the tree, or 'all' (default: the "
-                   "last-but-one ON-LSTM layer; the only one for a 1-layer model)")
+                   "layer the run chose on dev trees, else the last-but-one ON-LSTM layer; the "
+                   "only one for a 1-layer model)")
     p.add_argument("--format", choices=FORMATS, default="brackets",
                    help="brackets (default): ((the cat) sat); json: one object per line; "
                    "ascii: a drawing")
@@ -269,6 +236,10 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     trees get the ON-LSTM/PRPN preprocessing (punctuation and empty elements removed, lower-case,
     digits -> N); --max-len 10 on the whole WSJ gives WSJ10. The Sinica treebanks (Chinese) get
     the same without case or digit mapping. Without RUN_DIR, --baseline scores baselines alone.
+    On a dev treebank (nltk-dev, sinica-dev) the run keeps the layer of the highest sentence F1
+    (with an earlier run of the other --style: the rule too) as the default of parse, plot and
+    serve for the checkpoint scored (trees.json; said on stderr); a test treebank or a file
+    never chooses.
     """
     from treelm.syntax.report import format_table, parsing_report
 
@@ -294,6 +265,8 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
                             checkpoint=args.checkpoint, style=args.style, baselines=names,
                             seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk,
                             labels=args.labels)
+    if run is not None:
+        record_choice(run, report, args.checkpoint)
     if args.format == "json":
         print(json.dumps(report))
     else:
@@ -334,21 +307,21 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
                    f"Sinica treebanks {SINICA_LABELS}); --format json has every label")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table (default) or one JSON object (scores as fractions)")
-    _add_model_options(p)
+    _add_model_options(p, run_style=False)
     return p
 
 
 # ----------------------------------------------------------------------------- plot
-def _levels_of(args: argparse.Namespace) -> tuple[Any, int, Any]:
-    """The run, the layer and the levels of the one sentence ``args.sentence`` (or a line of
-    stdin), read by :meth:`~treelm.api.model.TreelmModel.levels_stream` as ``treelm parse``
-    reads it; unknown words follow --unk (:mod:`treelm.text.inputs`)."""
+def _levels_of(args: argparse.Namespace, verb: str) -> tuple[Any, int, str, Any]:
+    """The run, the layer, the rule and the levels of the one sentence ``args.sentence`` (or a
+    line of stdin), read by :meth:`~treelm.api.model.TreelmModel.levels_stream` as ``treelm
+    parse`` reads it; unknown words follow --unk (:mod:`treelm.text.inputs`)."""
     from treelm.api.model import TreelmModel
     from treelm.run import open_run
     from treelm.text.inputs import UnknownSymbols
 
     model = TreelmModel(open_run(args, expect=("lm", "translation")))
-    layer = parse_layer(args.layer, model.layers_of(args.direction), allow_all=False)[0]
+    (layer,), style = tree_defaults(verb, model, args, allow_all=False)
     lines = [t for t in input_lines(args.sentence, None) if t.strip()]
     if len(lines) != 1:
         raise TreelmError(f"give exactly one sentence (got {len(lines)})")
@@ -357,7 +330,7 @@ def _levels_of(args: argparse.Namespace) -> tuple[Any, int, Any]:
                                      segment=args.segment, normalize=args.normalize,
                                      single=True))
     policy.report()
-    return model.run, layer, lv
+    return model.run, layer, style, lv
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -372,9 +345,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from treelm.syntax.render import plot_sentence_levels
 
     check_output(args.output, IMAGE_SUFFIXES, "plot")
-    run, layer, lv = _levels_of(args)
+    run, layer, style, lv = _levels_of(args, "plot")
     plot_sentence_levels(lv, args.output, layer, gate=args.gate, scale=args.scale,
-                         style=args.style, with_tree=not args.no_tree, title=args.title,
+                         style=style, with_tree=not args.no_tree, title=args.title,
                          run_name=run.path.name)
     print(args.output)
     return 0
@@ -385,7 +358,8 @@ def add_plot(sub: Any) -> argparse.ArgumentParser:
     _add_run_and_sentence(p, "one line from stdin")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="image to write")
     p.add_argument("--layer", metavar="K", type=LayerArg(allow_all=False),
-                   help="layer whose d_f makes the tree (default: the last-but-one)")
+                   help="layer whose d_f makes the tree (default: the run's choice on dev "
+                   "trees, else the last-but-one)")
     p.add_argument("--gate", choices=["forget", "input"], default="forget",
                    help="heat map of d_f (forget, default) or of d_i (input)")
     p.add_argument("--scale", choices=["layer", "shared"], default="layer",
@@ -418,8 +392,8 @@ def cmd_plot_tree(args: argparse.Namespace) -> int:
             raise TreelmError("--format is the given tree's; with --run the argument is a "
                               "sentence")
         args.run_dir, args.sentence = args.run, args.tree
-        _, layer, lv = _levels_of(args)
-        tree = lv.tree(layer, args.style)
+        _, layer, style, lv = _levels_of(args, "plot-tree")
+        tree = lv.tree(layer, style)
     else:
         if args.layer is not None or args.direction != "forward":
             raise TreelmError(f"{'--layer' if args.layer is not None else '--direction'} "
@@ -442,7 +416,8 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--run", metavar="RUN_DIR",
                    help="induce the tree of the sentence with this run's ON-LSTM")
     p.add_argument("--layer", metavar="K", type=LayerArg(allow_all=False),
-                   help="with --run: the layer (default last-but-one)")
+                   help="with --run: the layer (default: the run's choice on dev trees, else "
+                   "the last-but-one)")
     p.add_argument("--title", help="figure title")
     _add_direction_option(p)
     _add_text_options(p)

@@ -133,16 +133,23 @@ def _choice(body: dict[str, Any], key: str, default: str, choices: Sequence[str]
 def tree_view(m: TreelmModel, sentence: str, direction: str = "forward") -> dict[str, Any]:
     """What the page draws for a sentence: tokens, the levels of every ON-LSTM layer and the
     tree of every layer under both rules (the API's ``levels`` and ``SentenceLevels.tree``, the
-    path of ``parse``)."""
+    path of ``parse``), and the layer and rule ``parse`` reads by default, with why (the API's
+    ``choice``)."""
     from treelm.syntax.trees import TREE_STYLES
 
     lv = m.levels(sentence, direction=direction)
     return {"tokens": lv.tokens, "unknown": lv.unknown, "layers": list(lv.layers),
-            "default_layer": m.default_layer,
+            **_defaults(m),
             "df": [[round(float(x), 5) for x in row] for row in lv.df],
             "di": [[round(float(x), 5) for x in row] for row in lv.di],
             "trees": {style: {str(k): lv.tree(k, style) for k in lv.layers}
                       for style in TREE_STYLES}}
+
+
+def _defaults(m: TreelmModel) -> dict[str, Any]:
+    """The default layer and rule of a run's trees and why (``choice`` in the API)."""
+    return {"default_layer": m.default_layer, "default_rule": m.default_rule,
+            "default_why": m.choice.why if m.choice else None}
 
 
 def _parse(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
@@ -234,8 +241,7 @@ class App:
 
     def runs(self) -> list[dict[str, Any]]:
         return [{"name": name, "task": m.task, "supports": list(m.supports),
-                 "layers": list(m.layers), "default_layer": m.default_layer}
-                for name, m in self.models.items()]
+                 "layers": list(m.layers), **_defaults(m)} for name, m in self.models.items()]
 
     def get(self, path: str, etag: str | None = None) -> Answer:
         """The answer to ``GET path``; ``etag``: the request's ``If-None-Match``."""

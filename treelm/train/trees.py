@@ -31,6 +31,7 @@ from typing import Any
 
 from torch import nn
 
+from treelm.data.treebank import TREEBANK_NAMES
 from treelm.errors import TreelmError
 from treelm.rundir.checkpoint import read_pointer
 from treelm.rundir.trees import (
@@ -119,7 +120,8 @@ def training_trees(ep: EvalParse | None, model: nn.Module, task: str, main: bool
     except MissingTreebankError as e:
         if ep.if_missing != "skip":
             raise
-        hint = HINTS.get(str(ep.treebank).partition("-")[0], str(e))
+        named = str(ep.treebank).partition("-")[0] if ep.treebank in TREEBANK_NAMES else ""
+        hint = HINTS.get(named, str(e).rpartition(":0: ")[2])     # (file:line: what)
         tell(f"train.eval_parse: treebank {ep.treebank} not found ({hint}); training without "
              f"tree scores")
         return None

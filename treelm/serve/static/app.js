@@ -123,10 +123,16 @@ function drawTrees(view, title) {
                                 ["split", "split rule: a span splits before its highest-level word"]]) {
     const fig = el("figure");
     fig.append(treeSvg(view.trees[style][String(layer)], view.tokens, view.unknown, style, layer));
-    fig.append(el("figcaption", {}, `layer ${layer}, ${label}`));
+    const own = style === view.default_rule ? " (the run's default rule)" : "";
+    fig.append(el("figcaption", {}, `layer ${layer}, ${label}${own}`));
     box.append(fig);
   }
   s.append(box);
+  // where the defaults come from: the run's choice on dev trees (trees.json), or none
+  if (view.default_why) {
+    s.append(el("figcaption", {}, `default: layer ${view.default_layer}, ${view.default_rule} ` +
+                                  `rule, ${view.default_why}`));
+  }
   const h = section("master-forget-gate levels d_f of each layer (hover for values)");
   h.append(heatmapSvg(view));
 }
