@@ -54,15 +54,16 @@ def tree_lines(record: dict[str, Any]) -> list[str]:
     lines = [f"sentence F1 (%), mean ± std over seeds, checkpoint {summary['checkpoint']}; "
              f"layer chosen on {trees['dev']}" + (f"; reported on {trees['test']}" if parts
                                                   else "")]
-    rows = [["variant", "rule", "seeds", "layer", "dev", *parts, "per-run layer: " +
-             (parts[0] if parts else "dev")]]
+    first = parts[0] if parts else "dev"
+    rows = [["variant", "rule", "seeds", "layer", "dev", *parts, f"{first} per seed",
+             f"per-run layer: {first}"]]
     for v, e in summary["variants"].items():
         for rule, r in e["rules"].items():
             own = r["per_run"]
             rows.append([v, rule, str(len(e["seeds"])), r["layer"], _ms(r["dev"]),
                          *[_ms(r[p]) for p in parts],
-                         f"{_ms(own[parts[0] if parts else 'dev'])} "
-                         f"(layers {' '.join(own['layers'])})"])
+                         " ".join(_pct(x) for x in r[first]["runs"]),
+                         f"{_ms(own[first])} (layers {' '.join(own['layers'])})"])
     lines += _table(rows)
     for v, e in summary["variants"].items():
         pc = e["per_run_choice"]
