@@ -228,6 +228,12 @@ CASES: list[tuple[Any, ...]] = [
     ("serve-not-a-run", ["serve", "{tmp}", "--port", "0"], "not a treelm run directory"),
     ("serve-port", ["serve", "{run}", "--port", "70000"],
      "argument --port: must be an integer in [0, 65535], got 70000"),
+    # ---------------------------------------------------------------- study
+    ("study-missing", ["study", "{tmp}/none.yaml", "--status"], "no such study file"),
+    ("study-not-yaml", ["study", "{tmp}/short.txt", "--status"],
+     "a study is a mapping with keys"),
+    ("study-jobs", ["study", "{tmp}/none.yaml", "--jobs", "0"],
+     "argument --jobs: must be an integer >= 1, got 0"),
     # ---------------------------------------------------------------- issue 25: unknown symbols
     # --unk error refuses, naming the input line and the symbols ({tag}: a tagging run, {tr}: a
     # BPE translation run, whose only unknown symbols are characters its piece model never saw)

@@ -73,6 +73,7 @@ BASE: dict[str, list[list[str]]] = {
     "suite agreement": [["{run}"]],
     "translate": [["{tr}"]],
     "serve": [["{run}"], ["--port", "0"]],
+    "study": [["{tmp}/study.yaml"], ["--status"]],     # --status: nothing trains
 }
 # what a flag's case needs beyond its verb's BASE: plot-tree's layer is a run's
 NEEDS: dict[tuple[str, str], list[list[str]]] = {("plot-tree", "--layer"): [["--run", "{run}"]]}
@@ -127,6 +128,7 @@ FREE_TEXT: dict[str, str] = {
     "plot SENTENCE": "any text is a sentence; words outside the vocabulary follow --unk",
     "plot --title": "any text is a title; '' draws none",
     "plot-tree --title": "any text is a title; '' draws none",
+    "study --partition": "any text names a Slurm partition; sbatch says which it does not know",
 }
 
 
@@ -338,6 +340,8 @@ def test_a_bad_value_the_parser_finds_is_one_line_naming_the_flag(case, capsys):
 def tmp(tmp_path: Path) -> Path:
     (tmp_path / "plain.txt").write_text("a regular file, so nothing can be under it\n")
     (tmp_path / "tiny.mrg").write_text("( (S (NP (DT the) (NN company)) (VP (VBD said))) )\n")
+    (tmp_path / "study.yaml").write_text(f"config: configs/tiny-lm.yaml\nruns: {tmp_path}/runs\n"
+                                         f"record: {tmp_path}/record.json\n")
     return tmp_path
 
 

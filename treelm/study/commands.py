@@ -31,8 +31,13 @@ def cmd_study(args: argparse.Namespace) -> int:
     finished runs are kept, killed ones resume from their last checkpoint, and runs queued or in
     progress are not started twice. See docs/studies.md.
     """
+    from treelm.errors import TreelmError, check_output
     from treelm.study.spec import load_study
 
+    if args.output is not None:
+        check_output(args.output, (".md",), "page")
+        if not args.page:
+            raise TreelmError("-o/--output names where --page writes the page; add --page")
     study = load_study(args.study)
     over = {k: getattr(args, k) for k in LAUNCHER_FLAGS if getattr(args, k) is not None}
     if args.launcher:
@@ -46,7 +51,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     if args.page:
         from treelm.study.page import render_page
 
-        print(render_page(study, args.o))
+        print(render_page(study, args.output))
         return 0
     from treelm.study.driver import Driver
 
@@ -80,14 +85,14 @@ def status(study: Any) -> str:
 
 def add_study(sub: Any) -> argparse.ArgumentParser:
     p = add_verb(sub, "study", cmd_study, epilog=STUDY_EPILOG)
-    p.add_argument("study", metavar="STUDY.yaml", help="the study file (see studies/)")
+    p.add_argument("study", metavar="STUDY_FILE", help="the study (a YAML file, see studies/)")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--status", action="store_true",
                       help="print the runs (done, running, queued, left) and the summary so far")
     what.add_argument("--page", action="store_true",
                       help="render the study's page (markdown and PNG curves) from its record")
-    p.add_argument("-o", metavar="FILE.md", help="--page: write here instead of the study's "
-                   "page:")
+    p.add_argument("-o", "--output", metavar="FILE.md", help="--page: write the page here "
+                   "instead of where the study's page: says")
     p.add_argument("--launcher", choices=["local", "slurm"],
                    help="local subprocesses (default) or Slurm jobs")
     p.add_argument("--jobs", type=Number(int, at_least=1),

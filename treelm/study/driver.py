@@ -17,12 +17,13 @@ count given to each run. The record is written by this driver alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -237,50 +238,77 @@ class Driver:
                      f"{job_id}, {threads} thread{'s' * (threads != 1)})")
         self._write_state()
 
-    def run(self, wait: bool = True, poll: float = 2.0, retries: int = 1) -> dict[str, Any]:
-        """Submit what is left and, with ``wait``, follow the runs to the end of the study."""
+    @contextlib.contextmanager
+    def _deciding(self) -> Iterator[None]:
+        """While the driver reads the state and submits: two drivers of one study (started by
+        mistake, or a rerun while an earlier one still follows its jobs) decide one after the
+        other, each from the state the other wrote, so neither submits a run twice. The flock
+        guards the state file's read-submit-write, on this machine; runs are guarded by their
+        own lock."""
+        import fcntl
+
+        self.study.runs.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.study.runs / f".{STATE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.state = self._read_state()
+            yield
+        finally:
+            os.close(fd)
+
+    def plan(self) -> tuple[int | None, int]:
+        """Runs at once (None: as many as the scheduler takes) and threads per new run. The
+        threads depend on the study and the machine alone, never on how many runs are left,
+        so a run started by a rerun rounds as it would have in an uninterrupted study."""
         from treelm.study.launch import local_plan
 
+        la = self.study.launcher
+        if la.name == "local":
+            return local_plan(la, len(self.specs))
+        return None, la.threads or la.cpus_per_task or 1
+
+    def run(self, wait: bool = True, poll: float = 2.0, retries: int = 1) -> dict[str, Any]:
+        """Submit what is left and, with ``wait``, follow the runs to the end of the study."""
         command = shlex.join(["treelm", *sys.argv[1:]]) if sys.argv else "treelm study"
         attempts: dict[str, int] = {}
-        self.gather(command)
-        seen_done = {k for k, s in self.states().items() if s == "done"}
+        jobs, threads = self.plan()
+        with self._deciding():
+            self.gather(command)
+            seen_done = {k for k, s in self.states().items() if s == "done"}
         while True:
-            states = self.states()
-            for key in [k for k, s in states.items() if s == "done" and k not in seen_done]:
-                seen_done.add(key)
-                self.gather(command)
-                self.say(f"treelm study: {key}: done ({len(seen_done)} of {len(states)})")
-            for key, s in states.items():     # a job gone without scores: failed, said once
-                job = self.state["jobs"].get(key)
-                if s == "left" and job and attempts.get(key) is not None \
-                        and key not in self.failed:
-                    why = self.launch.error(job["job_id"]) or "its job ended without scores"
-                    if attempts[key] > retries:
-                        self.failed[key] = why
-                        self.say(f"treelm study: {key}: failed ({why})")
-            states = self.states()
-            left = [s for s in self.specs if states[s.key] == "left"]
-            busy = sum(1 for s in states.values() if s in ("running", "queued"))
-            if self.study.launcher.name == "local":
-                jobs, threads = local_plan(self.study.launcher, len(left) + busy)
-                take = left[:max(0, jobs - busy)]
-            else:
-                threads = self.study.launcher.threads or self.study.launcher.cpus_per_task or 1
-                take = left
-            if take:
+            with self._deciding():
+                states = self.states()
+                fresh = [k for k, s in states.items() if s == "done" and k not in seen_done]
+                for key in fresh:
+                    seen_done.add(key)
+                    self.say(f"treelm study: {key}: done ({len(seen_done)} of {len(states)})")
+                if fresh:
+                    self.gather(command)
+                for key, s in states.items():   # our job ended without scores
+                    if s == "left" and attempts.get(key, 0) > retries and key not in self.failed:
+                        job = self.state["jobs"][key]
+                        self.failed[key] = (self.launch.error(job["job_id"])
+                                            or "its job ended without scores")
+                        self.say(f"treelm study: {key}: failed ({self.failed[key]})")
+                states = self.states()
+                left = [s for s in self.specs if states[s.key] == "left"]
+                busy = sum(1 for s in states.values() if s in ("running", "queued"))
+                take = left if jobs is None else left[:max(0, jobs - busy)]
                 for s in take:
                     attempts[s.key] = attempts.get(s.key, 0) + 1
-                self.submit(take, threads)
-                continue
-            if not wait or not busy:
-                break
-            time.sleep(poll)
+                if take:
+                    self.submit(take, threads)
+                    busy += len(take)
+            if not take:
+                if not wait or not busy:
+                    break
+                time.sleep(poll)
         if self.failed:
             self.say(f"treelm study: {len(self.failed)} run(s) failed: "
                      + "; ".join(f"{k}: {w}" for k, w in self.failed.items())
                      + "; run the study again to resume them")
-        return self.gather(command)
+        with self._deciding():
+            return self.gather(command)
 
 
 def tree_baselines(study: Study) -> dict[str, Any]:

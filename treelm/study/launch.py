@@ -34,16 +34,18 @@ def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def local_plan(launcher: Launcher, runs_left: int) -> tuple[int, int]:
-    """Runs at once and threads per run on this machine: one run per core, one thread each,
-    unless fewer runs are left than cores (then the cores are shared among them). One thread
+def local_plan(launcher: Launcher, runs: int) -> tuple[int, int]:
+    """Runs at once and threads per run on this machine, for a study of ``runs`` runs: one run
+    per core, one thread each, unless the study has fewer runs than cores (then they share the
+    cores). Flags or ``launcher:`` set either; the other follows from the cores. One thread
     per run is measured as the better use of a CPU's cores (``benchmarks/study_throughput.py``):
     small recurrent steps scale poorly across threads, and runs side by side do not wait on
     each other."""
     n = cores()
-    jobs = launcher.jobs or max(1, min(n, runs_left))
-    threads = launcher.threads or max(1, n // jobs)
-    return jobs, threads
+    if launcher.threads and not launcher.jobs:
+        return max(1, n // launcher.threads), launcher.threads
+    jobs = launcher.jobs or max(1, min(n, runs))
+    return jobs, launcher.threads or max(1, n // jobs)
 
 
 def _alive_local(job_id: str, folder: Path) -> bool:

@@ -133,8 +133,8 @@ def _eval_summary(runs: list[dict[str, Any]], study: dict[str, Any]) -> dict[str
     if variants and "variant" in study["choose"]:
         from treelm.study.spec import LOWER_IS_BETTER
 
-        metric = "loss" if all("loss" in e["valid"] for e in variants.values()) else None
-        if metric:
+        metric = study["score"].get("choose_on") or "loss"     # (score.choose_on)
+        if all(metric in e["valid"] for e in variants.values()):
             sign = -1 if metric in LOWER_IS_BETTER else 1
             best = max(variants, key=lambda v: sign * variants[v]["valid"][metric]["mean"])
             summary["chosen"] = {"variant": best, "on": f"valid {metric}"}

@@ -2,7 +2,8 @@
 
     trees[c][rule][part][k] = {sentence_f1, corpus_f1}   layer k of checkpoint c, under ``rule``,
                                                           against ``part`` (dev, test, test_10)
-    eval[name]              = the task's ``treelm eval`` scores of ``best``
+    eval[name]              = the task's ``treelm eval`` scores of ``best`` (a language model's
+                              sample: {text}; its probe: {prefix: [[symbol, p], ...]})
     curve                   = one point per validation: tokens, minutes, loss/ppl, tree F1
 
 The figures are those :func:`treelm.syntax.report.parsing_report` and ``Task.evaluate`` give, the
@@ -88,20 +89,44 @@ def score_trees(run_dir: Path, trees: dict[str, Any]) -> dict[str, Any]:
     return {"trees": out, **({"sentences": sentences} if sentences else {})}
 
 
+def eval_key(e: dict[str, Any]) -> str:
+    """An eval entry's name in the record (``spec.Eval.key`` of its fields)."""
+    if e.get("name") or e.get("split"):
+        return str(e.get("name") or e.get("split"))
+    return Path(e["data"]).name if e.get("data") else "generate" if e.get("generate") else "probe"
+
+
+def lm_text(run_dir: Path, e: dict[str, Any]) -> dict[str, Any]:
+    """What ``treelm generate`` (``{"text": sample}``) or ``treelm probe`` (``{prefix: [[symbol,
+    p], ...]}``) prints for ``best`` of a language-model run, through the Python API those verbs
+    call."""
+    from treelm.api.model import load
+
+    m = load(run_dir, "best", expect="lm")
+    if e.get("generate"):
+        return {"text": m.generate(e.get("prompt") or "", e["generate"],
+                                   temperature=e.get("temperature", 1.0), seed=e.get("seed", 0))}
+    return {p: [[s, q] for s, q in m.probe(p, e.get("top_k") or 5)] for p in e["probe"]}
+
+
 def score_evals(run_dir: Path, evals: list[dict[str, Any]]) -> dict[str, Any]:
-    """The task's scores of ``best`` on each split or data file, as ``treelm eval`` prints."""
+    """The task's scores of ``best`` on each split or data file, as ``treelm eval`` prints
+    (with the beam and length penalty given); a language model's samples and probes as text."""
     from treelm.run import load_run
 
     if not evals:
         return {}
-    r = load_run(run_dir, "best")
+    r = None
     out = {}
     for e in evals:
-        search = {"beam": e["beam"]} if e.get("beam") else {}
+        if e.get("generate") or e.get("probe"):
+            out[eval_key(e)] = lm_text(run_dir, e)
+            continue
+        r = r or load_run(run_dir, "best")
+        search = {k: e[k] for k in ("beam", "length_penalty") if e.get(k) is not None}
         ev = (r.task.evaluate(r.model, e["split"], None, **search) if e.get("split")
               else r.task.evaluate_file(r.model, e["data"], None, **search))
-        key = e.get("name") or e.get("split") or Path(e["data"]).name
-        out[key] = {**ev.scores, ev.unit: ev.size}
+        out[eval_key(e)] = {**ev.scores, ev.unit: ev.size}
     return {"eval": out}
 
 

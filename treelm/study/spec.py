@@ -98,16 +98,34 @@ class Trees:
 
 @dataclass
 class Eval:
-    """One entry of ``score.eval``: the task's ``treelm eval`` scores on a split of the run's
-    config or on a ``--data`` file, at the end, of the ``best`` checkpoint."""
+    """One entry of ``score.eval``, at the end, of the ``best`` checkpoint: the task's ``treelm
+    eval`` scores on a split of the run's config or on a ``--data`` file (translation: with the
+    beam and length penalty given); or, for a language model, what ``treelm generate`` and
+    ``treelm probe`` print (a sample; the likeliest next symbols after each prefix), kept as
+    text beside the scores. One of ``split``, ``data``, ``generate`` and ``probe``."""
 
     split: str | None = None              # valid | test
     data: str | None = None               # a file in the task's own format
     name: str | None = None               # the scores' name in the record (default: split/data)
     beam: int | None = None               # translation: beam size
+    length_penalty: float | None = None   # translation: the beam's length penalty alpha
+    generate: int | None = None           # LM: a sample of this many symbols
+    prompt: str = ""                      #   generate: its prompt (not repeated in the sample)
+    temperature: float = 1.0              #   generate: softmax temperature (0: greedy)
+    seed: int = 0                         #   generate: the sampling seed
+    probe: list[str] | None = None        # LM: prefixes, each read as the start of a line
+    top_k: int = 5                        #   probe: the likeliest next symbols kept
+
+    RULES: ClassVar[dict[str, Any]] = {"beam": ">= 1", "length_penalty": ">= 0",
+                                       "generate": ">= 1", "temperature": ">= 0",
+                                       "top_k": ">= 1"}
+    #: The fields of which each entry gives exactly one.
+    KINDS: ClassVar[tuple[str, ...]] = ("split", "data", "generate", "probe")
 
     def key(self) -> str:
-        return self.name or self.split or Path(str(self.data)).name
+        if self.name or self.split:
+            return str(self.name or self.split)
+        return Path(self.data).name if self.data else "generate" if self.generate else "probe"
 
 
 @dataclass
@@ -162,6 +180,7 @@ class Study:
     launcher: Launcher
     env: dict[str, str]
     raw: dict[str, Any]
+    choose_on: str | None = None          # the validation score choose: [variant] decides on
 
     def run_specs(self) -> list[RunSpec]:
         """Every run, seed by seed (every variant's seed 1 first: a study stopped early has
@@ -245,8 +264,13 @@ def load_study(path: str | os.PathLike[str]) -> Study:
             and len(set(seeds)) == len(seeds)):
         raise ConfigError(f"{p}: seeds = {seeds!r}: a count >= 1 or a list of distinct integers")
     score = raw.get("score") or {}
-    if not isinstance(score, dict) or set(score) - {"trees", "eval"}:
-        raise ConfigError(f"{p}: score: expected the keys trees and/or eval, got {score!r}")
+    if not isinstance(score, dict) or set(score) - {"trees", "eval", "choose_on"}:
+        raise ConfigError(f"{p}: score: expected the keys trees and/or eval, and choose_on, "
+                          f"got {score!r}")
+    choose_on = score.get("choose_on")
+    if choose_on is not None and not (isinstance(choose_on, str) and choose_on):
+        raise ConfigError(f"{p}: score.choose_on = {choose_on!r}: a validation score's name "
+                          f"(f1, accuracy, bleu...; default loss)")
     trees = parse_section(Trees, score["trees"], "score.trees") if score.get("trees") else None
     if trees is not None:
         bad = [r for r in trees.rules if r not in TREE_RULES]
@@ -260,8 +284,8 @@ def load_study(path: str | os.PathLike[str]) -> Study:
     evals = [parse_section(Eval, e, f"score.eval[{i}]")
              for i, e in enumerate(score.get("eval") or [])]
     for i, e in enumerate(evals):
-        if (e.split is None) == (e.data is None):
-            raise ConfigError(f"{p}: score.eval[{i}]: give split or data, one of them")
+        if sum(getattr(e, k) is not None for k in Eval.KINDS) != 1:
+            raise ConfigError(f"{p}: score.eval[{i}]: give one of {', '.join(Eval.KINDS)}")
         if e.split not in (None, "valid", "test"):
             raise ConfigError(f"{p}: score.eval[{i}].split = {e.split!r}: valid or test")
         if e.data is not None:           # (a translation stem names files beside it)
@@ -287,21 +311,24 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         runs=Path(raw.get("runs") or f"runs/{name}").resolve(),
         record=Path(raw["record"]) if raw.get("record") else None,
         launcher=parse_section(Launcher, raw.get("launcher"), "launcher"),
-        env={str(k): str(v) for k, v in env.items()}, raw=raw)
+        env={str(k): str(v) for k, v in env.items()}, raw=raw, choose_on=choose_on)
     study.budget.overrides()              # both kinds of one budget: said now
     _check_runs(study)
     return study
 
 
 def _check_runs(study: Study) -> None:
-    """Every run's config, overrides applied and checked as ``treelm train`` checks them."""
+    """Every run's config, overrides applied and checked whole as ``treelm train`` checks it
+    (:func:`treelm.train.builders.read_config`), before any run starts."""
     from treelm.config import apply_overrides
+    from treelm.errors import TreelmError
+    from treelm.train.builders import read_config
 
     cfg = load_config(study.config)
     for spec in study.run_specs():
         try:
-            apply_overrides(cfg, spec.overrides)
-        except ConfigError as e:
+            read_config(apply_overrides(cfg, [*spec.overrides, "train.threads=1"]))
+        except TreelmError as e:
             raise ConfigError(f"{study.file.name}: run {spec.key}: {e}") from None
 
 
@@ -320,5 +347,6 @@ def describe(study: Study) -> dict[str, Any]:
                        if v is not None},
             "overrides": study.overrides,
             "score": {"trees": dataclasses.asdict(study.trees) if study.trees else None,
-                      "eval": [dataclasses.asdict(e) for e in study.evals]},
+                      "eval": [dataclasses.asdict(e) for e in study.evals],
+                      **({"choose_on": study.choose_on} if study.choose_on else {})},
             "choose": study.choose}

@@ -1,0 +1,238 @@
+"""``treelm study``: a tiny study (2 variants × 2 seeds of the tiny config, trees scored on a
+five-sentence treebank) through the local launcher, whole, killed and rerun.
+
+- the study file is checked whole before anything runs, each problem in one line;
+- a driver and one training killed with SIGKILL, then the same command again: the record equals
+  an uninterrupted study's (every figure; times and job ids aside);
+- a driver started while another driver's job trains a run (and after that driver was killed,
+  its job still alive) submits no second copy of the run;
+- the summary: per variant and rule the layer with the best mean dev F1, the per-run choice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from treelm.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+MRG = """\
+( (S (NP-SBJ (DT The) (NN company) )
+     (VP (VBD said) (SBAR (-NONE- 0) (S (NP-SBJ (PRP it) )
+       (VP (MD would) (VP (VB sell) (NP (DT the) (NNS shares) )))))) (. .) ))
+( (S (NP-SBJ (DT the) (NN market) ) (VP (VBD fell) (PP (IN in) (NP (JJ heavy) (NN trading) )))
+     (. .) ))
+( (S (NP-SBJ (NNS Shares) ) (VP (VBD rose) (NP (CD 3) (NN %) )) (. .) ))
+( (NP (NN yesterday) (. .) ))
+( (S (NP-SBJ (DT the) (JJ big) (NN company) ) (ADVP (RB also) )
+     (VP (VBD said) (SBAR (IN that) (S (NP-SBJ (PRP it) ) (VP (MD would)
+       (VP (VB buy) (NP (DT the) (JJ small) (NN bank) (NNS shares) )))))) (. .) ))
+"""
+
+
+def write_study(where: Path, name: str = "tiny", units: int = 3000, seeds: int = 2,
+                extra: str = "") -> Path:
+    """A tiny study in ``where``: its treebank, its runs and its record all inside."""
+    (where / "mini.mrg").write_text(MRG, encoding="utf-8")
+    path = where / f"{name}.yaml"
+    path.write_text(f"""\
+name: {name}
+config: {ROOT / 'configs/tiny-lm.yaml'}
+variants:
+  paper: {{}}
+  symmetric: {{model.cell_options.master_input: symmetric}}
+seeds: {seeds}
+budget: {{max_units: {units}, eval_every_units: 1000}}
+overrides: {{data.file: {ROOT / 'tests/data/tiny.txt'}, train.save_every_minutes: 0.001}}
+score:
+  trees: {{dev: {where / 'mini.mrg'}, test: {where / 'mini.mrg'}, test_max_len: [null, 10]}}
+  eval: [{{split: test}}]
+choose: [variant, layer]
+runs: {where / 'runs'}
+record: {where / 'record.json'}
+env: {{TREELM_GEMM: mm}}        # the same products in every process: bit-identical reruns
+launcher: {{jobs: 2, threads: 1}}
+{extra}""", encoding="utf-8")
+    return path
+
+
+def driver(study: Path, *args: str) -> subprocess.Popen[str]:
+    """``treelm study`` as its own process (so that it can be killed), in ``study``'s folder;
+    its output to files (a killed driver's jobs live on, holding any pipe it had open)."""
+    log = study.parent / f"driver-{time.monotonic_ns()}"
+    p = subprocess.Popen([sys.executable, "-m", "treelm.cli", "study", str(study), *args],
+                         cwd=study.parent, stdout=open(f"{log}.out", "w"),
+                         stderr=open(f"{log}.err", "w"), text=True,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    p.log = log  # type: ignore[attr-defined]
+    return p
+
+
+def finish(study: Path, *args: str, timeout: float = 300) -> tuple[str, str]:
+    p = driver(study, *args)
+    p.wait(timeout=timeout)
+    out, err = (Path(f"{p.log}.{k}").read_text() for k in ("out", "err"))  # type: ignore
+    assert p.returncode == 0, err[-3000:]
+    return out, err
+
+
+VOLATILE = {"minutes", "job_seconds", "job_id", "machine", "elapsed", "date", "command",
+            "overrides",
+            "commands", "run_dir", "tok_s"}
+
+
+def figures(x: Any) -> Any:
+    """A record without what a rerun may change: times, job ids, the machine, paths."""
+    if isinstance(x, dict):
+        return {k: figures(v) for k, v in x.items() if k not in VOLATILE}
+    if isinstance(x, list):
+        return [figures(v) for v in x]
+    return x
+
+
+def trainers(run_dir: Path) -> list[int]:
+    """Pids of the ``treelm train`` processes training ``run_dir``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"train" in cmd and b"treelm.cli" in cmd and any(
+                os.fsencode(str(run_dir)) == c for c in cmd):
+            pids.append(int(proc.name))
+    return pids
+
+
+def wait_for(predicate: Any, timeout: float = 120, what: str = "") -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def valid_events(run_dir: Path) -> int:
+    m = run_dir / "metrics.jsonl"
+    return m.read_text().count('"event": "valid"') if m.exists() else 0
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict[str, Any]:
+    where = tmp_path_factory.mktemp("whole")
+    study = write_study(where, units=8000)
+    finish(study)
+    return json.loads((where / "record.json").read_text())
+
+
+# ----------------------------------------------------------------------------- the file
+@pytest.mark.parametrize("old, new, says", [
+    ("choose:", "bogus: 1\nchoose:", "unknown study keys ['bogus']"),
+    ("seeds: 2", "seeds: 0", "seeds = 0"),
+    ("budget: {max_units: 3000,", "budget: {max_minutes: 1, max_units: 3000,",
+     "max_units or max_minutes, not both"),
+    ("choose: [variant, layer]", "choose: [test]", "choose = ['test']"),
+    ("  eval: [{split: test}]", "  eval: [{split: test}]\n  bleu: {}",
+     "score: expected the keys trees and/or eval"),
+    ("  paper: {}", "  paper: {train.lr: [1, 2]}", "run paper/1"),
+])
+def test_a_bad_study_file_is_one_line_before_anything_runs(tmp_path, capsys, old, new, says):
+    study = write_study(tmp_path)
+    text = study.read_text()
+    assert old in text
+    study.write_text(text.replace(old, new, 1))
+    assert main(["study", str(study)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_missing_study_file_and_config(tmp_path, capsys):
+    assert main(["study", str(tmp_path / "none.yaml")]) == 2
+    assert "no such study file" in capsys.readouterr().err
+    (tmp_path / "s.yaml").write_text("config: nowhere.yaml\n")
+    assert main(["study", str(tmp_path / "s.yaml")]) == 2
+    assert "nowhere.yaml: no such config file" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the runs
+def test_the_record_holds_every_run_and_the_choice_on_dev(uninterrupted):
+    rec = uninterrupted
+    assert sorted(rec["runs"]) == ["paper/1", "paper/2", "symmetric/1", "symmetric/2"]
+    run = rec["runs"]["paper/1"]
+    assert run["tokens"] >= 8000 and set(run["trees"]["best"]) == {"official", "split"}
+    assert set(run["trees"]["best"]["official"]) >= {"dev", "test", "test_10"}
+    assert run["eval"]["test"]["ppl"] > 1 and run["curve"][-1]["tokens"] == run["tokens"]
+    summ = rec["summary"]["trees"]["variants"]["paper"]["rules"]["official"]
+    dev = summ["dev_by_layer"]
+    assert summ["layer"] == max(dev, key=lambda k: (dev[k]["mean"], -int(k)))
+    seeds = [rec["runs"][f"paper/{s}"]["trees"]["best"]["official"]["test"][summ["layer"]]
+             ["sentence_f1"] for s in (1, 2)]
+    assert summ["test"]["runs"] == seeds
+    assert rec["baselines"]["test"]["baselines"]["right_branching"]["sentence_f1"] > 0
+    chosen = rec["summary"]["trees"]["chosen"]
+    assert chosen["variant"] in ("paper", "symmetric") and chosen["rule"] == "official"
+
+
+def test_killed_driver_and_run_then_rerun_equal_the_uninterrupted_study(tmp_path,
+                                                                        uninterrupted):
+    study = write_study(tmp_path, units=8000)
+    first = driver(study)
+    run = tmp_path / "runs" / "paper-seed1"
+    wait_for(lambda: valid_events(run) >= 1, what="a validation of paper/1")
+    first.send_signal(signal.SIGKILL)         # the driver, then one training, unsaved
+    first.wait()
+    pids = trainers(run)
+    assert pids, "paper/1 should still be training"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    out, err = finish(study)
+    assert "paper/1: submitted" in err        # the killed run, resumed by a new job
+    rec = json.loads((tmp_path / "record.json").read_text())
+    assert figures(rec["runs"]) == figures(uninterrupted["runs"])
+    assert figures(rec["summary"]) == figures(uninterrupted["summary"])
+    assert figures(rec["baselines"]) == figures(uninterrupted["baselines"])
+
+
+def test_a_second_driver_starts_no_second_copy(tmp_path):
+    study = write_study(tmp_path, units=12000, seeds=1, extra="")
+    study.write_text(study.read_text().replace("launcher: {jobs: 2, threads: 1}",
+                                               "launcher: {jobs: 1, threads: 1}"))
+    first = driver(study)
+    run = tmp_path / "runs" / "paper-seed1"
+    wait_for(lambda: valid_events(run) >= 1, what="paper/1 training")
+    # a second driver while the first follows its job: nothing to submit
+    out, err = finish(study, "--no-wait")
+    assert "submitted" not in err and "paper/1" in out
+    assert "running" in out.split("paper/1", 1)[1].splitlines()[0]
+    # the first driver killed, its job alive: a third driver finds it and waits for it
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert trainers(run), "the killed driver's job should go on"
+    out, err = finish(study)
+    assert "paper/1: submitted" not in err and "symmetric/1: submitted" in err
+    state = json.loads((tmp_path / "runs" / "study-state.json").read_text())
+    assert len(state["jobs"]) == 2
+    logs = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit").glob("*.err"))
+    assert "resuming" not in logs and "already training" not in logs.lower()
+    rec = json.loads((tmp_path / "record.json").read_text())
+    assert sorted(rec["runs"]) == ["paper/1", "symmetric/1"]
+
+
+def test_status_on_a_study_with_no_runs_yet(tmp_path, capsys):
+    study = write_study(tmp_path)
+    assert main(["study", str(study), "--status"]) == 0
+    out = capsys.readouterr().out
+    assert "4 left" in out and "paper/1" in out and "symmetric/2" in out
