@@ -31,67 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from treelm.errors import TreelmError
+from treelm.study.markdown import NLTK_DATA, rel, s_
+from treelm.study.page_runs import curve_section, runs_section, sentences
+from treelm.study.page_tables import baselines, per_run_choice, per_variant, result, scores
 from treelm.study.spec import Study
-
-BASELINES = {"right_branching": "right-branching", "left_branching": "left-branching",
-             "balanced": "balanced trees", "random": "random trees",
-             "random_levels_official": "rule control: random levels, official rule",
-             "random_levels_split": "rule control: random levels, split rule"}
-TRIVIAL = ("right_branching", "left_branching", "balanced", "random")
-NLTK_DATA = "NLTK_DATA=../shared/data/nltk_data "
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def ms(m: dict[str, Any], scale: float = 100.0, seeds: bool = False) -> str:
-    """``mean ± std`` (the mean alone for one run), with each run's figure in brackets."""
-    s = f"{scale * m['mean']:.1f}" + (f" ± {scale * m['std']:.1f}" if m["n"] > 1 else "")
-    if seeds and m["n"] > 1:
-        s += " (" + " ".join(f"{scale * x:.1f}" for x in m["runs"]) + ")"
-    return s
-
-
-def mtok(t: float) -> str:
-    return f"{t / 1e6:.2f}M"
-
-
-def f1(b: dict[str, Any], key: str = "sentence_f1") -> float:
-    x = b[key]
-    return x["mean"] if isinstance(x, dict) else x
-
-
-def bf1(b: dict[str, Any], key: str = "sentence_f1") -> str:
-    x = b.get(key)
-    if x is None:
-        return "–"
-    return f"{pct(x['mean'])} ± {pct(x['std'])}" if isinstance(x, dict) else pct(x)
-
-
-def part_title(part: str, trees: dict[str, Any]) -> str:
-    if part == "dev":
-        return f"`{trees['dev']}`"
-    n = part.removeprefix("test").lstrip("_")
-    return f"`{trees['test']}`" + (f" ≤ {n} words" if n else "")
-
-
-def rel(path: Path | str) -> str:
-    """``path`` from the directory the command runs in (the checkout's root), as given else."""
-    p = Path(path)
-    try:
-        return str(p.resolve().relative_to(Path.cwd().resolve())) if p.is_absolute() else str(p)
-    except ValueError:
-        return str(p)
-
-
-def runs_of(record: dict[str, Any], v: str) -> list[dict[str, Any]]:
-    return sorted((r for r in record["runs"].values() if r["variant"] == v),
-                  key=lambda r: r["seed"])
-
-
-def s_(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
 
 
 # ----------------------------------------------------------------------------- the study
@@ -167,12 +110,6 @@ def choice_text(d: dict[str, Any]) -> str:
            f"reported)"
 
 
-def test_parts(trees: dict[str, Any]) -> list[str]:
-    if not trees.get("test"):
-        return []
-    return ["test" if n is None else f"test_{n}" for n in trees["test_max_len"]]
-
-
 def reproduce(record: dict[str, Any], study: Study) -> list[str]:
     env = NLTK_DATA if record["study"]["score"]["trees"] else ""
     lines = ["## Reproduce", "", "```", f"{env}treelm study {rel(study.file)}",
@@ -217,9 +154,6 @@ def machine(record: dict[str, Any]) -> list[str]:
 def page_text(record: dict[str, Any], study: Study, record_path: str, page: Path,
               draw: bool = True) -> str:
     """The page's markdown; with ``draw``, its pictures written to ``page``'s ``img/``."""
-    from treelm.study.page_runs import curve_section, runs_section, sentences
-    from treelm.study.page_tables import baselines, per_run_choice, per_variant, result, scores
-
     img = page.parent / "img"
     lines = head(record, study, record_path) + about(record, study) + reproduce(record, study)
     lines += machine(record)

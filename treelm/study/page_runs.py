@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from treelm.study import curves as cv
-from treelm.study.page import f1, mtok, part_title, pct, runs_of, test_parts
+from treelm.study.markdown import f1, mtok, part_title, pct, runs_of, test_parts
 from treelm.study.spec import LOWER_IS_BETTER
 
 

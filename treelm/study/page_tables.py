@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from treelm.study.page import (
+from treelm.study.markdown import (
     BASELINES,
     TRIVIAL,
     bf1,
