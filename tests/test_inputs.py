@@ -1,11 +1,11 @@
 """Every input a user brings (issue 25): a piece model restricted to its run's vocabulary (any
 sentence a BPE run can segment translates, old runs included), the shared reader and unknown-
 symbol policy, and ``treelm eval --data`` on data files of every task, equal to the scores of the
-same data as a split (and, for translation at beam 5, to ``benchmarks/translate_budget.py``)."""
+same data as a split (and, for translation at beam 5 and with a length penalty, to what a study's
+``score.eval`` records: ``studies/multi30k.yaml``)."""
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import io
 import json
@@ -233,9 +233,9 @@ def test_eval_data_logic_file_and_directory(logic_run, tmp_path, capsys):
     assert by_dir["accuracy"] == split["accuracy"] and by_dir["pairs"] == split["pairs"]
 
 
-def _translate_budget():
-    spec = importlib.util.spec_from_file_location("translate_budget",
-                                                  ROOT / "benchmarks/translate_budget.py")
+def _decode_speed():
+    spec = importlib.util.spec_from_file_location("decode_speed",
+                                                  ROOT / "benchmarks/decode_speed.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -252,10 +252,17 @@ def test_eval_data_translation_equals_the_split_and_the_benchmark(bpe_translatio
         data = _eval(capsys, run, "--data", stem, "--beam", beam)
         _same_scores(split, data)
         assert data["beam"] == int(beam) and data["unk_tokens"] == 0
-    # the benchmark's beam-5 figure (its own code: load_run + the task's evaluation)
-    bench = _translate_budget().score(Path(run), argparse.Namespace(speed_n=4, speed_batch=2))
-    assert bench["test_beam5"]["bleu"] == round(data["bleu"], 2)
-    assert bench["test_beam5"]["chrf"] == round(data["chrf"], 2)
+    # a study's beam-5 figure (treelm.study.score: load_run + the task's evaluation)
+    from treelm.study.score import score_evals
+
+    study = score_evals(Path(run), [{"split": "test", "beam": 5, "name": "b5"},
+                                    {"data": stem, "beam": 5, "length_penalty": 1.0}])["eval"]
+    for k in ("bleu", "chrf"):                  # (the verb prints 4 decimals)
+        assert round(study["b5"][k], 4) == data[k]
+    # and benchmarks/decode_speed.py times the same search, both ways
+    speed = _decode_speed().measure(Path(run), 4, 2, [1, 5])
+    assert speed["sentences"] == 4 and set(speed["sentences_per_s"]) == {
+        f"beam{b}_{how}" for b in (1, 5) for how in ("incremental", "recompute")}
     # gzip-compressed sides, and a length penalty
     for lang in ("de", "en"):
         (tmp_path / f"t.{lang}.gz").write_bytes(
@@ -264,6 +271,7 @@ def test_eval_data_translation_equals_the_split_and_the_benchmark(bpe_translatio
     _same_scores(data, gz)
     alpha = _eval(capsys, run, "--data", stem, "--beam", "5", "--length-penalty", "1.0")
     assert alpha["length_penalty"] == 1.0 and alpha["sentences"] == 40
+    assert round(study["test_2016_flickr"]["bleu"], 4) == alpha["bleu"]   # its length penalty
 
 
 def test_a_real_pipe_is_read_as_bytes_and_checked_line_by_line(bpe_translation_run, treelm_cmd):
