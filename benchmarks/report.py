@@ -101,8 +101,10 @@ def budget_section(path: Path, rec: dict) -> list[str]:
     cmds = rec.get("commands", [rec["command"]])
     on_gpu = all("train.device=cuda" in c for c in cmds) and rec["machine"].get("gpu")
     where = f"{rec['machine']['gpu']} (GPU)" if on_gpu else _machine_short(rec)
-    out = [f"## Language models at equal wall time (`benchmarks/lm_budget.py`), "
-           f"{where}, {str(rec['date'])[:10]}", "",
+    # the records of benchmarks/lm_budget.py, since replaced by studies/lm-budget.yaml (a
+    # study's record renders as its page: treelm study --page)
+    out = [f"## Language models at equal wall time (recorded by `benchmarks/lm_budget.py`, since "
+           f"replaced by `studies/lm-budget.yaml`), {where}, {str(rec['date'])[:10]}", "",
            f"Record `{repo_path(path)}`; {machine_line(rec)}. Commands: "
            + "; ".join(f"`{c}`" for c in rec.get("commands", [rec["command"]])), "",
            "| config | parameters | minutes | tokens seen | tokens/s | epochs | best valid | "
@@ -272,10 +274,6 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += simple_section("Parsing speed (`benchmarks/parse_speed.py`)", *p,
                                 ["sentences_per_second", "levels_only_sentences_per_second",
                                  "mean_words", "n_sentences", "batch_size"])
-    if (r := newest("resume_check", results)):
-        keys = [k for k in r[1] if k.startswith(("uninterrupted_", "resumed_"))]
-        lines += simple_section("Resume after SIGKILL (`benchmarks/resume_check.py`)", *r,
-                                [*keys, "relative_difference", "identical_loss_curves"])
     if (r := newest("kill_resume", results)):
         lines += simple_section("SIGKILL at random moments, then resume "
                                 "(`benchmarks/kill_resume.py`)", *r,
