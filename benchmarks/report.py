@@ -1,8 +1,6 @@
 """Render ``docs/benchmarks.md`` from the newest records in ``benchmarks/results/``, so that every
-figure in the docs is a copy of a measured one; and ``docs/syntax-results.md`` from the newest
-record of ``benchmarks/trees.py`` (:func:`syntax_results`), ``docs/syntax-zh.md`` from the newest
-of ``benchmarks/trees_zh.py`` (:func:`syntax_zh`), ``docs/trees-long.md`` from the newest of
-``benchmarks/trees_long.py`` (:func:`trees_long`).
+figure in the docs is a copy of a measured one. (The studies' pages, the tree pages among them,
+are ``treelm study studies/X.yaml --page``'s.)
 
     python benchmarks/report.py
 
@@ -301,42 +299,5 @@ def side_by_side_section(path: Path, rec: dict) -> list[str]:
     return out + [""]
 
 
-def syntax_results(results: Path = RESULTS) -> None:
-    """``docs/syntax-results.md`` from the newest ``trees`` record (``benchmarks/trees.py``),
-    rendered by ``benchmarks/syntax_results.py``; left as it is while there is none."""
-    import syntax_results as page
-
-    page.main(results)
-
-
-def screen_results(results: Path = RESULTS) -> None:
-    """``docs/trees-screen.md`` from the newest ``trees-screen`` record (``benchmarks/trees.py
-    --screen``), rendered by ``benchmarks/screen_results.py``; left as it is while there is
-    none."""
-    import screen_results as page
-
-    page.main(results)
-
-
-def syntax_zh(results: Path = RESULTS) -> None:
-    """``docs/syntax-zh.md`` from the newest ``trees-zh`` record (``benchmarks/trees_zh.py``), or
-    the page saying there is none."""
-    import trees_zh as page
-
-    page.main(results)
-
-
-def trees_long(results: Path = RESULTS) -> None:
-    """``docs/trees-long.md`` from the newest ``trees-long`` record (``benchmarks/trees_long.py``),
-    or the page saying there is none and how to make one."""
-    import trees_long as page
-
-    page.page_main(results)
-
-
 if __name__ == "__main__":
     main()
-    syntax_results()
-    screen_results()
-    syntax_zh()
-    trees_long()

@@ -44,8 +44,9 @@ its checkpoint and is scored in perplexity on the first three parts alone: no de
 words are ever in its text.
 
 Names: ``sinica`` (every tree), ``sinica-dev`` and ``sinica-test`` (:func:`load_sinica`), the
-treebanks of ``treelm eval-parse --treebank``, ``train.eval_parse`` and ``benchmarks/trees.py``;
-:func:`lm_lines` gives the LM parts' text (``data.source: sinica``, :mod:`treelm.data.corpus`).
+treebanks of ``treelm eval-parse --treebank``, ``train.eval_parse`` and ``treelm study``'s
+``score.trees``; :func:`lm_lines` gives the LM parts' text (``data.source: sinica``,
+:mod:`treelm.data.corpus`).
 """
 
 from __future__ import annotations
