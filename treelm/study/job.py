@@ -128,11 +128,25 @@ class RunJob(submitit.helpers.Checkpointable):
         """Submitit's time limit or preemption: the trainer saves and stops, then this job is
         requeued as it is (its next start resumes the run)."""
         child = self._child
-        if child is not None and child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                child.send_signal(signal.SIGTERM)   # a second one stops at once
-                child.wait()
+        if child is not None:
+            os.kill(child.pid, signal.SIGTERM)
+            if not _exited(child.pid, 120):
+                os.kill(child.pid, signal.SIGTERM)  # a second one stops at once
+                _exited(child.pid, 30)
         return super().checkpoint(*args, **kwargs)
+
+
+def _exited(pid: int, timeout: float) -> bool:
+    """Whether process ``pid`` ended (gone, or a zombie) within ``timeout`` seconds. Not
+    ``Popen.wait``: this runs in a signal handler that interrupted ``Popen.wait`` on the same
+    process, whose lock that wait still holds (a second wait would spin on it, then hang)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    return False

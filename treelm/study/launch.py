@@ -135,7 +135,8 @@ class Launch:
     def error(self, job_id: str) -> str | None:
         """The last line of a finished job's error, where submitit kept one."""
         h = self._live.get(job_id)
-        if h is None:
+        # without its result file (a cancelled or killed job) submitit would wait for it forever
+        if h is None or not h.paths.result_pickle.exists():
             return None
         try:
             exc = h.exception()
