@@ -44,7 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "parsing": {"verb", "api", "run", "rundir", "syntax", "text", "errors"},
     "suite": {"verb", "api", "run", "text", "errors"},
     "serve": {"verb", "api", "syntax", "errors"},
-    "study": {"train", "run", "rundir", "syntax", "config", "errors", "verb"},
+    "study": {"train", "api", "run", "rundir", "syntax", "config", "errors", "verb"},
     "cli": {"train", "generate", "tag", "translate", "parsing", "analysis", "suite", "serve", "study",
             "verb", "errors", "omp"},
 }
