@@ -301,6 +301,19 @@ def test_if_missing_skip_trains_on_after_one_line(tmp_path, capsys, monkeypatch)
     assert not (tmp_path / "r3").exists()
 
 
+def test_the_tree_config_scores_nltk_dev_or_says_it_is_missing():
+    """configs/ptb-onlstm-trees.yaml: trees on nltk-dev at each validation where NLTK's sample
+    is found, one line and no tree scores where it is not (the path tested above)."""
+    from treelm.config import load_config
+    from treelm.train.builders import read_config
+
+    tc, _ = read_config(load_config(ROOT / "configs" / "ptb-onlstm-trees.yaml"), new=True)
+    ep = tc.eval_parse
+    assert (ep.treebank, ep.layers, ep.rules, ep.if_missing) == (
+        "nltk-dev", "all", ["official", "split"], "skip")
+    assert tc.eval_every_units == 400_000
+
+
 def test_a_resume_mends_trees_json(chosen, tmp_path, capsys):
     """A kill between a checkpoint and trees.json, or a damaged file: the resume writes it
     from the checkpoint's state; an entry for a directory the pointer left is dropped."""
