@@ -10,7 +10,6 @@ import platform
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,6 @@ def repo_path(path: Path) -> str:
         return str(full.relative_to(ROOT))
     except ValueError:
         return str(full)
-
-
-def from_repo(path: str) -> Path:
-    """A path a record stores (``repo_path``) as a path on this machine."""
-    return (ROOT / path).resolve()
 
 
 def _cpuinfo(field: str) -> str | None:
@@ -137,48 +131,3 @@ def write_result(script: str, data: dict[str, Any], merge_key: str | None = None
     if echo:
         print(text)
     return record
-
-
-def find_record(runs: Path, pattern: str, results: Path = RESULTS) -> Path | None:
-    """The newest record in ``results`` matching ``pattern`` (a glob) whose ``runs_dir`` is
-    ``runs``: the record a resumable study or screen over those run directories writes to."""
-    for path in sorted(results.glob(pattern), reverse=True):
-        try:
-            if json.loads(path.read_text(encoding="utf-8")).get("runs_dir") == repo_path(runs):
-                return path
-        except (OSError, json.JSONDecodeError):
-            continue
-    return None
-
-
-def newest_record(pattern: str, results: Path = RESULTS,
-                  where: Callable[[dict[str, Any]], bool] | None = None,
-                  ) -> tuple[Path, dict[str, Any]] | None:
-    """The newest record in ``results`` matching ``pattern`` (a glob; dated names sort by
-    date) and, if given, the test ``where`` on its contents, with its contents; None when there
-    is none."""
-    for path in sorted(results.glob(pattern), reverse=True):
-        rec = json.loads(path.read_text(encoding="utf-8"))
-        if where is None or where(rec):
-            return path, rec
-    return None
-
-
-def write_page(doc: Path, lines: list[str]) -> str:
-    """A generated page: ``lines`` joined, ending in one newline, written to ``doc``."""
-    text = "\n".join(lines).rstrip() + "\n"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text, encoding="utf-8")
-    return text
-
-
-def render_newest(found: tuple[Path, dict[str, Any]] | None, render: Any, doc: Path,
-                  what: str) -> Path | None:
-    """``render(path, record, doc)`` of the newest record ``found`` (see :func:`newest_record`);
-    without one, ``doc`` is left as it is and says so. The page's path, or None."""
-    if found is None:
-        print(f"no {what} record yet: {doc.name} left as it is")
-        return None
-    render(*found, doc)
-    print(f"wrote {doc}")
-    return doc
