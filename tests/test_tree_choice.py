@@ -176,6 +176,19 @@ def test_a_test_treebank_never_chooses_and_eval_parse_on_dev_does(tmp_path, nltk
     code, _, err = _run(capsys, "parse", run, SENTENCE)
     assert err == (f"treelm parse: layer {b.layer}, {b.rule} rule, chosen on nltk-dev "
                    f"(sentence F1 {100 * b.sentence_f1:.1f} at the best checkpoint)\n")
+    # a write that fails leaves the scores printed and says so
+    def refuse(run, changes):
+        raise PermissionError(13, "Permission denied", str(run / "trees.json"))
+
+    with pytest.MonkeyPatch.context() as mp:
+        import treelm.rundir.trees as trees_file
+
+        mp.setattr(trees_file, "write_choices", refuse)
+        code, out, err = _run(capsys, "eval-parse", run, "--treebank", "nltk-dev",
+                              "--no-baselines", "--format", "json")
+    assert code == 0 and json.loads(out)["layers"] and err == (
+        f"treelm eval-parse: warning: the choice is not recorded ({run / 'trees.json'}: "
+        f"Permission denied)\n")
     # another checkpoint gets its own entry
     assert _run(capsys, "eval-parse", run, "--treebank", "nltk-dev", "--checkpoint", "last",
                 "--no-baselines")[0] == 0

@@ -265,16 +265,16 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
                             checkpoint=args.checkpoint, style=args.style, baselines=names,
                             seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk,
                             labels=args.labels)
-    if run is not None:
-        record_choice(run, report, args.checkpoint)
     if args.format == "json":
-        print(json.dumps(report))
+        print(json.dumps(report), flush=True)
     else:
         labels = args.labels
         if labels is None:
             sinica = str(args.treebank).startswith("sinica")
             labels = (SINICA_LABELS if sinica else DEFAULT_LABELS).split(",")
-        print(format_table(report, labels))
+        print(format_table(report, labels), flush=True)
+    if run is not None:
+        record_choice(run, report, args.checkpoint)
     return 0
 
 

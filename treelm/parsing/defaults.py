@@ -101,8 +101,9 @@ def tree_defaults(verb: str, model: Any, args: argparse.Namespace,
 
 def record_choice(run: Any, report: dict[str, Any], checkpoint: str) -> None:
     """After ``eval-parse`` of ``run``'s ``checkpoint`` on a dev treebank (``report``: what
-    :func:`~treelm.syntax.report.parsing_report` gave): its layer and rule go to ``trees.json``
-    for that checkpoint, said in one line on stderr. Another treebank writes nothing."""
+    :func:`~treelm.syntax.report.parsing_report` gave, already printed): its layer and rule go
+    to ``trees.json`` for that checkpoint, said in one line on stderr (a write that fails, in a
+    warning). Another treebank writes nothing."""
     from treelm.rundir.checkpoint import load_trainer_state, read_pointer
     from treelm.rundir.trees import HOW_EVAL_PARSE, TreeChoice, read_choices, write_choices
     from treelm.syntax.tracking import choose, chooses, score_key
@@ -126,7 +127,12 @@ def record_choice(run: Any, report: dict[str, Any], checkpoint: str) -> None:
                         rule=rule, sentence_f1=f1, step=loop.get("step", 0),
                         tokens=loop.get("tokens", loop.get("tokens_seen", 0)),
                         how=HOW_EVAL_PARSE, max_len=max_len, scores=scores)
-    write_choices(run.path, {checkpoint: choice})
+    try:
+        write_choices(run.path, {checkpoint: choice})
+    except OSError as e:        # someone else's run, a full disk: the scores stand as printed
+        print(f"treelm eval-parse: warning: the choice is not recorded ({e.filename}: "
+              f"{e.strerror or e})", file=sys.stderr, flush=True)
+        return
     print(f"treelm eval-parse: {run.path}'s {checkpoint} checkpoint now parses with layer "
           f"{layer}, {rule} rule, {choice.describe()} (trees.json)", file=sys.stderr, flush=True)
 
