@@ -236,3 +236,13 @@ def test_status_on_a_study_with_no_runs_yet(tmp_path, capsys):
     assert main(["study", str(study), "--status"]) == 0
     out = capsys.readouterr().out
     assert "4 left" in out and "paper/1" in out and "symmetric/2" in out
+
+
+def test_a_changed_study_does_not_extend_the_record_of_the_old_one(tmp_path, capsys,
+                                                                   uninterrupted):
+    study = write_study(tmp_path, units=9000)          # the fixture's study trained 8000
+    (tmp_path / "record.json").write_text(json.dumps(uninterrupted))
+    assert main(["study", str(study), "--no-wait"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "another version of this study (its budget" in err
+    assert not list((tmp_path / "runs").glob("*-seed*"))

@@ -179,6 +179,13 @@ class Driver:
         path = self.record_path()
         record = (read_record(path) if path.exists() else
                   new_record(describe(self.study), command or "", machine()))
+        if path.exists() and _trained(record["study"]) != _trained(describe(self.study)):
+            # another study under this name: its figures are not this one's to extend
+            raise TreelmError(
+                f"{path}: the record of another version of this study (its "
+                f"{_first_change(record['study'], describe(self.study))} differs); give the "
+                f"study a new record: (e.g. {RESULTS}/{self.study.name}-"
+                f"{time.strftime('%Y%m%d')}.json) or a new name:")
         record["study"] = describe(self.study)
         if command:
             cmds = record.setdefault("commands", [])
@@ -309,6 +316,32 @@ class Driver:
                      + "; run the study again to resume them")
         with self._deciding():
             return self.gather(command)
+
+
+#: What makes two versions of a study train or score other runs.
+TRAINED = ("config", "variants", "seeds", "budget", "overrides", "score")
+
+
+def _trained(desc: dict[str, Any]) -> dict[str, Any]:
+    """What of a study's description decides its runs and scores: its keys of ``TRAINED``, the
+    seeds aside (more seeds extend a study) and each eval entry without its default fields (a
+    field added to ``score.eval`` later changes nothing that was scored)."""
+    import dataclasses
+
+    from treelm.study.spec import Eval
+
+    defaults = {f.name: f.default for f in dataclasses.fields(Eval)}
+    out = {k: desc.get(k) for k in TRAINED}
+    out["seeds"] = None
+    score = dict(out.get("score") or {})
+    score["eval"] = [{k: v for k, v in e.items() if defaults.get(k, object()) != v}
+                     for e in score.get("eval") or []]
+    out["score"] = score
+    return out
+
+
+def _first_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    return next((k for k in TRAINED if k != "seeds" and old.get(k) != new.get(k)), "definition")
 
 
 def tree_baselines(study: Study) -> dict[str, Any]:
