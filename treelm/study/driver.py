@@ -7,6 +7,7 @@ Each run is in one of these states, read afresh at every look (never from memory
     running   its job is alive (state file: launcher and job id), or a process holds the run's
               writer lock (someone trains it by hand)
     queued    its Slurm job waits in the queue
+    recorded  the record holds it and its directory is not here (a fresh checkout): kept
     failed    its job ended without a study.json (this driver saw it, with its error)
     left      none of these: submitted next (resumed from its last checkpoint if it has one)
 
@@ -155,11 +156,14 @@ class Driver:
                                                                             "REQUEUED")}
         elif mine:                        # jobs of another launcher: their runs' locks tell
             active = set()
+        recorded = self._recorded()
         out = {}
         for spec in self.specs:
             job = jobs.get(spec.key)
             if scored(spec) is not None:
                 out[spec.key] = "done"
+            elif spec.key in recorded and not spec.run_dir.exists():
+                out[spec.key] = "recorded"      # scored before, its directory gone: kept
             elif job and job["job_id"] in queued:
                 out[spec.key] = "queued"
             elif (job and job["job_id"] in active) or held(spec.run_dir):
@@ -170,6 +174,14 @@ class Driver:
                 out[spec.key] = "left"
         return out
 
+    def _recorded(self) -> set[str]:
+        """The runs the study's record holds (a record of this version of the study: ``gather``
+        refuses another's), whose directories need not be here (``runs/`` is not committed)."""
+        path = self.record_path()
+        if not path.exists():
+            return set()
+        return set(read_record(path)["runs"])
+
     # ------------------------------------------------------------------ the record
     def gather(self, command: str | None = None) -> dict[str, Any]:
         """Add every scored run to the record (keeping the entries of runs gone from disk),
@@ -179,6 +191,7 @@ class Driver:
         path = self.record_path()
         record = (read_record(path) if path.exists() else
                   new_record(describe(self.study), command or "", machine()))
+        before = json.dumps(record, sort_keys=True)
         if path.exists() and _trained(record["study"]) != _trained(describe(self.study)):
             # another study under this name: its figures are not this one's to extend
             raise TreelmError(
@@ -204,7 +217,7 @@ class Driver:
         if self.study.trees and not record.get("baselines"):
             record["baselines"] = tree_baselines(self.study)
             changed = True
-        if changed or not path.exists():
+        if changed or not path.exists() or _resummarized(record) != before:
             write_record(path, record)
         self.state["record"] = str(path)
         self._write_state()
@@ -316,6 +329,13 @@ class Driver:
                      + "; run the study again to resume them")
         with self._deciding():
             return self.gather(command)
+
+
+def _resummarized(record: dict[str, Any]) -> str:
+    """The record as it would be written now (what dev chooses may have changed)."""
+    from treelm.study.record import summarize
+
+    return json.dumps({**record, "summary": summarize(record)}, sort_keys=True)
 
 
 #: What makes two versions of a study train or score other runs.

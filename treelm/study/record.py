@@ -60,10 +60,11 @@ def run_choice(scores: dict[str, Any], rules: Sequence[str]) -> dict[str, Any]:
     return {"rule": rule, "layer": per_rule[rule], "per_rule": per_rule}
 
 
-def _tree_summary(runs: list[dict[str, Any]], study: dict[str, Any]) -> dict[str, Any]:
+def _tree_summary(runs: list[dict[str, Any]], study: dict[str, Any],
+                  checkpoint: str | None = None) -> dict[str, Any]:
     trees = study["score"]["trees"]
     rules, choose = trees["rules"], study["choose"]
-    checkpoint = trees["checkpoints"][0]
+    checkpoint = checkpoint or trees["checkpoints"][0]
     parts = sorted({p for r in runs for p in r["trees"][checkpoint][rules[0]]
                     if not p.startswith("oov_") and p != "dev"})
     variants: dict[str, Any] = {}
@@ -149,6 +150,9 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
                            "runs_planned": len(study["variants"]) * len(study["seeds"])}
     if study["score"].get("trees") and runs:
         out["trees"] = _tree_summary(runs, study)
+        others = study["score"]["trees"].get("checkpoints", ["best"])[1:]
+        if others:      # the same summary of each other checkpoint scored (e.g. best-trees)
+            out["trees_by_checkpoint"] = {c: _tree_summary(runs, study, c) for c in others}
     if runs:
         out["scores"] = _eval_summary(runs, study)
     return out

@@ -46,9 +46,28 @@ def run_rows(study: Study, record: dict[str, Any], states: dict[str, str],
 
 
 def tree_lines(record: dict[str, Any]) -> list[str]:
+    """The tree summary of each checkpoint scored, then the baselines."""
     summary = record["summary"].get("trees")
     if not summary:
         return []
+    lines = checkpoint_lines(record, summary)
+    for other in (record["summary"].get("trees_by_checkpoint") or {}).values():
+        lines += ["", *checkpoint_lines(record, other)]
+    parts = summary["parts"]
+    base = record.get("baselines") or {}
+    for part in ["dev", *parts]:
+        b = base.get(part, {}).get("baselines", {})
+        if "right_branching" in b:
+            others = "; ".join(f"{k.replace('_', ' ')} {_pct(_f1(b[k]))}" for k in b
+                               if k != "right_branching")
+            lines.append(f"baselines on {part} ({base[part]['n_sentences']:,} sentences): "
+                         f"right branching {_pct(_f1(b['right_branching']))}; {others}")
+    return lines
+
+
+def checkpoint_lines(record: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    """One checkpoint's summary: per variant and rule the layer dev chose, dev and test, each
+    run's own choice, and what dev chose for the study."""
     trees = record["study"]["score"]["trees"]
     parts = summary["parts"]
     lines = [f"sentence F1 (%), mean ± std over seeds, checkpoint {summary['checkpoint']}; "
@@ -71,14 +90,6 @@ def tree_lines(record: dict[str, Any]) -> list[str]:
         seeds = ", ".join(f"{c['rule']} L{c['layer']}" for c in pc["choices"])
         lines.append(f"{v}: each run's own rule and layer on dev ({seeds}): {part} "
                      f"{_ms(pc[part])}; per seed " + " ".join(_pct(x) for x in pc[part]["runs"]))
-    base = record.get("baselines") or {}
-    for part in ["dev", *parts]:
-        b = base.get(part, {}).get("baselines", {})
-        if "right_branching" in b:
-            others = "; ".join(f"{k.replace('_', ' ')} {_pct(_f1(b[k]))}" for k in b
-                               if k != "right_branching")
-            lines.append(f"baselines on {part} ({base[part]['n_sentences']:,} sentences): "
-                         f"right branching {_pct(_f1(b['right_branching']))}; {others}")
     ch = summary.get("chosen")
     if ch:
         lines.append(f"chosen on dev: {ch['variant']}, {ch['rule']} rule, layer {ch['layer']} "
