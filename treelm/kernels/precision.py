@@ -14,12 +14,19 @@ few products of their own; ``tests/test_precision.py`` compares losses and gradi
 Why measured rather than decided by a flag of the processor: bfloat16 pays only where the machine
 multiplies it natively (AVX512-BF16 or AMX on x86 CPUs, tensor cores of compute capability ≥ 8.0
 on CUDA). Elsewhere the products are emulated: on an AVX2-only CPU whole training ran at
-0.03-0.04× its float32 speed in bfloat16 (``benchmarks/results/precision-20261123.json``). So
-``auto`` times a small product, then (unless bfloat16 is clearly emulated) one of a language
-model's shape, in both precisions once per process and device, and takes ``bf16`` only where it
-is at least :data:`MIN_SPEEDUP` times faster; the measurement is logged and recorded, and a
-resumed run keeps the precision it started with (so it rounds as before). The environment
-variable ``TREELM_AUTO_PRECISION=fp32|bf16`` makes ``auto`` that precision without measuring.
+0.03-0.04× its float32 speed in bfloat16 (``benchmarks/results/precision-20261123.json``). So on
+the CPU ``auto`` times a small product, then (unless bfloat16 is clearly emulated) one of a
+language model's shape, in both precisions once per process and device, and takes ``bf16`` only
+where it is at least :data:`MIN_SPEEDUP` times faster. On CUDA no product is timed: a GPU of
+compute capability ≥ 8.0 has bfloat16 tensor cores, and a product of that size takes about as
+long as its launch there (an H100 timed 256×512·512×1024 at 1.11× in bfloat16, and ``auto`` took
+fp32 for the paper-width tree run, which trains 1.29× faster in bf16 there:
+``precision-gpu-trees-20261127.json``), so such a GPU is a candidate for bf16 and the run's own
+training step decides
+(:mod:`treelm.train.step_probe`), as it does after a CPU's products said bf16. The measurement
+is logged and recorded, and a resumed run keeps the precision it started with (so it rounds as
+before). The environment variable ``TREELM_AUTO_PRECISION=fp32|bf16`` makes ``auto`` that
+precision without measuring.
 """
 
 from __future__ import annotations
@@ -101,14 +108,20 @@ def measure(device: torch.device | str, timer: Measure | None = None) -> Choice:
     """``auto``'s choice for ``device``: measured once per process and device (``timer`` replaces
     the timing, for tests: ``timer(dtype, device, (M, K, N)) -> ms``). A small product is timed
     first: where bfloat16 is more than twice as slow there it is emulated, and the choice is
-    made without timing the larger one (a fraction of a second instead of one)."""
+    made without timing the larger one (a fraction of a second instead of one). On CUDA nothing
+    is timed (module docstring): tensor cores make bf16 the candidate that the run's own step
+    then confirms or turns down (:func:`treelm.train.step_probe.confirm`)."""
     device = torch.device(device)
     key = str(device)
     if timer is None and key in _CHOICES:
         return _CHOICES[key]
-    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 8:
-        choice = Choice(key, "fp32", "no bfloat16 tensor cores (compute capability < 8.0)")
-    elif device.type not in ("cpu", "cuda"):
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        choice = (Choice(key, "fp32", "no bfloat16 tensor cores (compute capability < 8.0)")
+                  if major < 8 else
+                  Choice(key, "bf16", f"bfloat16 tensor cores (compute capability "
+                                      f"{major}.{minor}): bf16"))
+    elif device.type != "cpu":
         choice = Choice(key, "fp32", f"no bfloat16 autocast measured on {device.type}")
     else:
         time_it = timer or _time_product
