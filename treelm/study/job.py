@@ -109,7 +109,11 @@ class RunJob(submitit.helpers.Checkpointable):
         from treelm.study.score import last_done, machine, score_run
 
         run = Path(self.run_dir)
-        os.environ.update({k: v for k, v in self.env.items() if v is not None})  # NLTK_DATA...
+        for k, v in self.env.items():   # NLTK_DATA...; None: unset, as for the child (the
+            if v is None:               # scoring below reads trees on the driver's GPUs, which
+                os.environ.pop(k, None)  # submitit's CUDA_VISIBLE_DEVICES="" would hide)
+            else:
+                os.environ[k] = v
         started = time.time()
         if last_done(run) is None:
             rc = self.train()
