@@ -92,7 +92,8 @@ def along_trees(record: dict[str, Any]) -> list[str]:
                     + (f" from {mtok(c['level_from'])}" if c["level_from"] else ""))
                 lines.append(f"| `{v}` | {rule} | {k} | {cross} | {pct(c['first'][1])} | "
                              f"{pct(c['best'][1])} ({mtok(c['best'][0])}) | {pct(c['last'][1])} "
-                             f"| {pct(c['last_window'])} | {change} |")
+                             f"| {'–' if c['last_window'] is None else pct(c['last_window'])} "
+                             f"| {change} |")
     return lines + [""]
 
 
