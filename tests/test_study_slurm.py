@@ -35,8 +35,11 @@ def test_a_study_on_slurm_requeues_a_signalled_job_and_resumes_it(slurm_cluster,
     slurm_cluster.run("scancel", "--signal=USR2", job)      # time limit / preemption
     wait_for(lambda: "PENDING" in slurm(slurm_cluster, "squeue", "-h", "-j", job, "-o", "%T")
              or _restarts(slurm_cluster, job) > 0, what="the job requeued")
-    slurm_cluster.release(job)
+    # (the requeue delay of the fixture, cred_expire + 1 s, is waited out)
     out, err = finish(study, *args)                          # follow it to the end
+    assert "submitted" not in err, err                       # the requeued job, not a new one
+    after = json.loads((tmp_path / "runs" / "study-state.json").read_text())
+    assert after["jobs"]["paper/1"]["job_id"] == job
     logs = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit").glob(f"{job}*.err"))
     assert "interrupted (SIGTERM): saved a checkpoint" in logs, logs[-3000:]
     assert "resuming" in logs, logs[-3000:]

@@ -150,10 +150,9 @@ class Driver:
             ids = [j["job_id"] for j in mine]
             active = self.launch.active(ids)
             if self.study.launcher.name == "slurm":
-                from treelm.study.launch import slurm_states
+                from treelm.study.launch import WAITING, slurm_states
 
-                queued = {j for j, s in slurm_states(ids).items() if s in ("PENDING",
-                                                                            "REQUEUED")}
+                queued = {j for j, s in slurm_states(ids).items() if s in WAITING}
         elif mine:                        # jobs of another launcher: their runs' locks tell
             active = set()
         recorded = self._recorded()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +58,34 @@ def _alive_local(job_id: str, folder: Path) -> bool:
     return b"submitit.local._local" in cmd and os.fsencode(str(folder)) in cmd
 
 
+#: Slurm states after which a job does nothing more (everything else, a requeue's passing
+#: REQUEUED and COMPLETING among them, is a job that will still run or is running).
+TERMINAL = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
+                      "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"})
+#: States of a job waiting for its start (a requeued one too).
+WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})
+
+
 def slurm_states(job_ids: list[str]) -> dict[str, str]:
-    """``squeue``'s state of each job still known to the scheduler (array tasks one by one); a
-    job that has left the queue (finished, failed, cancelled) is absent."""
+    """``squeue``'s state of each job the scheduler still holds, in any state (array tasks one
+    by one; ``-t all``: a finished job stays listed, in a terminal state, for Slurm's
+    ``MinJobAge``); a job that has left the queue altogether is absent."""
     if not job_ids:
         return {}
     if shutil.which("squeue") is None:
         raise TreelmError("squeue not found: this machine cannot see the Slurm jobs of this "
                           "study (run the driver on a login node of the cluster)")
-    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(
-        sorted({j.split("_")[0] for j in job_ids}))], capture_output=True, text=True)
+    cmd = ["squeue", "-h", "-r", "-t", "all", "-o", "%i %T", "-j",
+           ",".join(sorted({j.split("_")[0] for j in job_ids}))]
+    for attempt in range(6):    # a busy controller times out now and then: never read that
+        out = subprocess.run(cmd, capture_output=True, text=True)   # as "no job any more"
+        if out.returncode == 0:
+            break
+        time.sleep(2 * (attempt + 1))
+    else:
+        why = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+        raise TreelmError(f"squeue cannot tell the state of this study's jobs ({why}); run "
+                          f"the study again when the controller answers")
     states = {}
     for line in out.stdout.splitlines():
         parts = line.split()
@@ -124,7 +143,7 @@ class Launch:
         """The ids of ``job_ids`` still queued or running (submitted by any driver)."""
         if self.launcher.name == "local":
             return {j for j in job_ids if self._local_running(j)}
-        return set(slurm_states(job_ids))
+        return {j for j, state in slurm_states(job_ids).items() if state not in TERMINAL}
 
     def _local_running(self, job_id: str) -> bool:
         h = self._live.get(job_id)
