@@ -33,7 +33,14 @@ from typing import Any
 from treelm.errors import TreelmError
 from treelm.study.markdown import NLTK_DATA, rel, s_
 from treelm.study.page_runs import curve_section, runs_section, sentences
-from treelm.study.page_tables import baselines, per_run_choice, per_variant, result, scores
+from treelm.study.page_tables import (
+    baselines,
+    other_checkpoints,
+    per_run_choice,
+    per_variant,
+    result,
+    scores,
+)
 from treelm.study.spec import Study
 
 
@@ -159,6 +166,7 @@ def page_text(record: dict[str, Any], study: Study, record_path: str, page: Path
     lines += machine(record)
     if record["summary"].get("trees"):
         lines += result(record) + per_variant(record) + per_run_choice(record)
+        lines += other_checkpoints(record)
         lines += baselines(record)
     lines += scores(record)
     if record["runs"]:

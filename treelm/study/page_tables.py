@@ -140,6 +140,38 @@ def per_run_choice(record: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def other_checkpoints(record: dict[str, Any]) -> list[str]:
+    """The same figures for every other checkpoint the study scored (``best-trees``: the
+    validation with the best dev tree F1, a choice made on labelled dev data), per rule: the
+    configuration's layer, and each run's own layer (then rule and layer) chosen on dev."""
+    d = record["study"]
+    trees = d["score"]["trees"]
+    lines: list[str] = []
+    for checkpoint, s in (record["summary"].get("trees_by_checkpoint") or {}).items():
+        parts = ["dev", *s["parts"]]
+        lines += [f"## The checkpoint `{checkpoint}`", "",
+                  f"Each run scored again at its checkpoint `{checkpoint}`"
+                  + (" (the validation with the best dev sentence F1 under either rule: a "
+                     "choice made on labelled dev data)" if checkpoint == "best-trees" else "")
+                  + ". Per rule: the layer chosen over the seeds, then each run's own layer "
+                  "chosen on its dev scores; last, each run's own rule and layer.", "",
+                  "| variant | rule | layers | " + " | ".join(part_title(p, trees) for p in parts)
+                  + " |", "| --- | --- | --- | " + " | ".join("---" for _ in parts) + " |"]
+        for v, e in s["variants"].items():
+            for rule, r in e["rules"].items():
+                own = r["per_run"]
+                lines.append(f"| `{v}` | {rule} | L{r['layer']} | "
+                             + " | ".join(ms(r[p], seeds=True) for p in parts) + " |")
+                lines.append(f"| `{v}` | {rule} | each run's: {' '.join(own['layers'])} | "
+                             + " | ".join(ms(own[p], seeds=True) for p in parts) + " |")
+            pc = e["per_run_choice"]
+            lines.append(f"| `{v}` | each run's | " + ", ".join(
+                f"{c['rule']} L{c['layer']}" for c in pc["choices"]) + " | "
+                + " | ".join(ms(pc[p], seeds=True) for p in parts) + " |")
+        lines.append("")
+    return lines
+
+
 def baselines(record: dict[str, Any]) -> list[str]:
     base, trees = record.get("baselines") or {}, record["study"]["score"]["trees"]
     parts = [p for p in ("dev", *test_parts(trees)) if p in base]
