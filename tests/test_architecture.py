@@ -45,8 +45,8 @@ ALLOWED: dict[str, set[str]] = {
     "suite": {"verb", "api", "run", "text", "errors"},
     "serve": {"verb", "api", "syntax", "errors"},
     "study": {"train", "api", "run", "rundir", "syntax", "config", "errors", "verb"},
-    "cli": {"train", "generate", "tag", "translate", "parsing", "analysis", "suite", "serve", "study",
-            "verb", "errors", "omp"},
+    "cli": {"train", "generate", "tag", "translate", "parsing", "analysis", "suite", "serve",
+            "study", "verb", "errors", "omp"},
 }
 
 
