@@ -21,22 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_train_eval_parse import MRG  # the five-sentence treebank of the tracking tests
 
 from treelm.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-MRG = """\
-( (S (NP-SBJ (DT The) (NN company) )
-     (VP (VBD said) (SBAR (-NONE- 0) (S (NP-SBJ (PRP it) )
-       (VP (MD would) (VP (VB sell) (NP (DT the) (NNS shares) )))))) (. .) ))
-( (S (NP-SBJ (DT the) (NN market) ) (VP (VBD fell) (PP (IN in) (NP (JJ heavy) (NN trading) )))
-     (. .) ))
-( (S (NP-SBJ (NNS Shares) ) (VP (VBD rose) (NP (CD 3) (NN %) )) (. .) ))
-( (NP (NN yesterday) (. .) ))
-( (S (NP-SBJ (DT the) (JJ big) (NN company) ) (ADVP (RB also) )
-     (VP (VBD said) (SBAR (IN that) (S (NP-SBJ (PRP it) ) (VP (MD would)
-       (VP (VB buy) (NP (DT the) (JJ small) (NN bank) (NNS shares) )))))) (. .) ))
-"""
 
 
 def write_study(where: Path, name: str = "tiny", units: int = 3000, seeds: int = 2,
