@@ -23,7 +23,7 @@ LAUNCHER_FLAGS = ("jobs", "threads", "time", "partition", "cpus_per_task", "gpus
 def cmd_study(args: argparse.Namespace) -> int:
     """run a study: a config over variants and seeds, scored, chosen on dev, one record
 
-    Train every run of STUDY.yaml that is not finished (variants × seeds of one config, each an
+    Train every run of STUDY_FILE that is not finished (variants × seeds of one config, each an
     ordinary run directory), score each as the study says (tree F1 per layer and rule on dev and
     test, the task's eval scores), and gather the scores into the study's record, where the
     summary says what dev chose. Runs go to submitit's local subprocesses (default: one run per
