@@ -32,7 +32,7 @@ from treelm.errors import TreelmError
 from treelm.rundir.files import RunFiles, atomic_write_text
 from treelm.study.job import STUDY_FILE, RunJob
 from treelm.study.record import new_record, newest_record, read_record, write_record
-from treelm.study.spec import RunSpec, Study, describe
+from treelm.study.spec import RunSpec, Study, describe, from_cwd
 
 STATE = "study-state.json"
 RESULTS = Path("benchmarks/results")
@@ -209,7 +209,7 @@ class Driver:
             if entry is None:
                 continue
             entry = {"variant": spec.variant, "seed": spec.seed,
-                     "run_dir": _from_cwd(spec.run_dir), **entry}
+                     "run_dir": from_cwd(spec.run_dir), **entry}
             if record["runs"].get(spec.key) != entry:
                 record["runs"][spec.key] = entry
                 changed = True
@@ -382,10 +382,3 @@ def tree_baselines(study: Study) -> dict[str, Any]:
                      "baselines": {k: {m: v[m] for m in ("sentence_f1", "corpus_f1")}
                                    for k, v in rep["baselines"].items()}}
     return out
-
-
-def _from_cwd(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)

@@ -28,7 +28,6 @@ from typing import Any
 from treelm.rundir.files import atomic_write_text
 
 SCHEMA = 1
-RULE_ORDER = ("official", "split")
 
 
 def mean_std(values: Sequence[float]) -> dict[str, Any]:
@@ -39,9 +38,10 @@ def mean_std(values: Sequence[float]) -> dict[str, Any]:
 
 
 def default_layer(layers: Sequence[str]) -> str:
-    """The last-but-one layer (the paper's reading), or the only one."""
-    ks = sorted(layers, key=int)
-    return ks[-2] if len(ks) > 1 else ks[0]
+    """:func:`treelm.syntax.levels.default_layer` of the record's layer names."""
+    from treelm.syntax.levels import default_layer as layer
+
+    return str(layer(sorted(int(k) for k in layers)))
 
 
 def _sf1(scores: dict[str, Any], rule: str, part: str, layer: str) -> float:
@@ -49,15 +49,17 @@ def _sf1(scores: dict[str, Any], rule: str, part: str, layer: str) -> float:
 
 
 def run_choice(scores: dict[str, Any], rules: Sequence[str]) -> dict[str, Any]:
-    """One run's own choice on its dev scores: the (rule, layer) of the highest sentence F1
-    (ties: the official rule, then the lower layer); per rule, the best layer."""
-    order = [r for r in RULE_ORDER if r in rules] + [r for r in rules if r not in RULE_ORDER]
-    per_rule = {}
-    for rule in order:
-        dev = scores[rule]["dev"]
-        per_rule[rule] = max(sorted(dev, key=int), key=lambda k: (dev[k]["sentence_f1"], -int(k)))
-    rule = max(order, key=lambda r: (_sf1(scores, r, "dev", per_rule[r]), -order.index(r)))
-    return {"rule": rule, "layer": per_rule[rule], "per_rule": per_rule}
+    """One run's own choice on its dev scores, as a run makes it while it trains
+    (:func:`treelm.syntax.tracking.choose`: the (rule, layer) of the highest sentence F1; ties
+    to the official rule, then the lower layer); per rule, the best layer."""
+    from treelm.syntax.tracking import choose, key_parts, score_key
+
+    dev = {score_key(r, int(k)): v["sentence_f1"] for r in rules
+           for k, v in scores[r]["dev"].items()}
+    per_rule = {r: str(choose({k: f for k, f in dev.items() if key_parts(k)[0] == r})[1])
+                for r in rules}
+    rule, layer, _ = choose(dev)
+    return {"rule": rule, "layer": str(layer), "per_rule": per_rule}
 
 
 def _tree_summary(runs: list[dict[str, Any]], study: dict[str, Any],

@@ -39,8 +39,8 @@ import yaml
 
 from treelm.config import ConfigError, UniqueKeyLoader, load_config, parse_section
 from treelm.errors import read_text
+from treelm.syntax.trees import TREE_STYLES as TREE_RULES
 
-TREE_RULES = ("official", "split")
 #: What a study's dev scores may decide.
 CHOICES = ("variant", "layer", "rule")
 #: Validation scores where lower is better (every other score: higher is better).
@@ -332,16 +332,18 @@ def _check_runs(study: Study) -> None:
             raise ConfigError(f"{study.file.name}: run {spec.key}: {e}") from None
 
 
-def _from_cwd(path: Path) -> str:
+def from_cwd(path: Path) -> str:
+    """``path`` relative to the current directory where it lies below it (records name runs
+    so, which makes them read the same in any clone), else as it is."""
     try:
-        return str(path.relative_to(Path.cwd()))
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
 
 
 def describe(study: Study) -> dict[str, Any]:
     """The study as the record keeps it: what was trained and scored, paths as given."""
-    return {"name": study.name, "file": _from_cwd(study.file),
+    return {"name": study.name, "file": from_cwd(study.file),
             "config": study.raw["config"], "variants": study.variants, "seeds": study.seeds,
             "budget": {k: v for k, v in dataclasses.asdict(study.budget).items()
                        if v is not None},

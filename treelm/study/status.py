@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from treelm.study.markdown import f1, pct
 from treelm.study.spec import Study
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def _ms(m: dict[str, Any], pct: bool = True) -> str:
-    if pct:
-        return f"{_pct(m['mean'])} ± {_pct(m['std'])}"
+def _ms(m: dict[str, Any], percent: bool = True) -> str:
+    if percent:
+        return f"{pct(m['mean'])} ± {pct(m['std'])}"
     return f"{m['mean']:.4g} ± {m['std']:.2g}"
 
 
@@ -58,10 +55,10 @@ def tree_lines(record: dict[str, Any]) -> list[str]:
     for part in ["dev", *parts]:
         b = base.get(part, {}).get("baselines", {})
         if "right_branching" in b:
-            others = "; ".join(f"{k.replace('_', ' ')} {_pct(_f1(b[k]))}" for k in b
+            others = "; ".join(f"{k.replace('_', ' ')} {pct(f1(b[k]))}" for k in b
                                if k != "right_branching")
             lines.append(f"baselines on {part} ({base[part]['n_sentences']:,} sentences): "
-                         f"right branching {_pct(_f1(b['right_branching']))}; {others}")
+                         f"right branching {pct(f1(b['right_branching']))}; {others}")
     return lines
 
 
@@ -81,7 +78,7 @@ def checkpoint_lines(record: dict[str, Any], summary: dict[str, Any]) -> list[st
             own = r["per_run"]
             rows.append([v, rule, str(len(e["seeds"])), r["layer"], _ms(r["dev"]),
                          *[_ms(r[p]) for p in parts],
-                         " ".join(_pct(x) for x in r[first]["runs"]),
+                         " ".join(pct(x) for x in r[first]["runs"]),
                          f"{_ms(own[first])} (layers {' '.join(own['layers'])})"])
     lines += _table(rows)
     for v, e in summary["variants"].items():
@@ -89,17 +86,12 @@ def checkpoint_lines(record: dict[str, Any], summary: dict[str, Any]) -> list[st
         part = parts[0] if parts else "dev"
         seeds = ", ".join(f"{c['rule']} L{c['layer']}" for c in pc["choices"])
         lines.append(f"{v}: each run's own rule and layer on dev ({seeds}): {part} "
-                     f"{_ms(pc[part])}; per seed " + " ".join(_pct(x) for x in pc[part]["runs"]))
+                     f"{_ms(pc[part])}; per seed " + " ".join(pct(x) for x in pc[part]["runs"]))
     ch = summary.get("chosen")
     if ch:
         lines.append(f"chosen on dev: {ch['variant']}, {ch['rule']} rule, layer {ch['layer']} "
-                     f"(dev {_pct(ch['dev'])})" + "".join(f"; {p} {_pct(ch[p])}" for p in parts))
+                     f"(dev {pct(ch['dev'])})" + "".join(f"; {p} {pct(ch[p])}" for p in parts))
     return lines
-
-
-def _f1(b: dict[str, Any]) -> float:
-    f = b["sentence_f1"]
-    return f["mean"] if isinstance(f, dict) else f
 
 
 def score_lines(record: dict[str, Any]) -> list[str]:
