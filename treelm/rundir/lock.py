@@ -33,6 +33,23 @@ from typing import Any
 from treelm.errors import TreelmError
 
 
+def is_held(path: str | os.PathLike[str]) -> bool:
+    """Whether a live process holds the writer lock ``path``, found without writing anything: a
+    shared ``flock`` taken read-only fails while a writer holds its exclusive one (and a writer
+    keeps the file for as long as it holds the lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 class RunLockedError(TreelmError):
     """Another live process writes this run directory."""
 

@@ -30,29 +30,13 @@ from typing import Any
 
 from treelm.errors import TreelmError
 from treelm.rundir.files import RunFiles, atomic_write_text
+from treelm.rundir.lock import is_held
 from treelm.study.job import STUDY_FILE, RunJob
 from treelm.study.record import new_record, newest_record, read_record, write_record
 from treelm.study.spec import RunSpec, Study, describe, from_cwd
 
 STATE = "study-state.json"
 RESULTS = Path("benchmarks/results")
-
-
-def held(run: Path) -> bool:
-    """Whether a live process holds ``run``'s writer lock, found without writing to ``run``."""
-    import fcntl
-
-    try:
-        fd = os.open(RunFiles(run).lock, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def scored(spec: RunSpec) -> dict[str, Any] | None:
@@ -165,7 +149,7 @@ class Driver:
                 out[spec.key] = "recorded"      # scored before, its directory gone: kept
             elif job and job["job_id"] in queued:
                 out[spec.key] = "queued"
-            elif (job and job["job_id"] in active) or held(spec.run_dir):
+            elif (job and job["job_id"] in active) or is_held(RunFiles(spec.run_dir).lock):
                 out[spec.key] = "running"
             elif spec.key in self.failed:
                 out[spec.key] = "failed"
