@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -41,18 +42,25 @@ def _train(tr: Trainer, steps: int) -> list[float]:
     return losses
 
 
+def probe_says_fp32(monkeypatch: pytest.MonkeyPatch, products: Any) -> list[Any]:
+    """``auto`` with products that would favour bf16 (``products``: what ``measure`` reports)
+    and a step probe that always says fp32; the list of the step times it measures."""
+    monkeypatch.delenv(precision.ENV_VAR, raising=False)
+    monkeypatch.setattr(precision, "measure", lambda device: products)
+    monkeypatch.setattr(step_probe, "MIN_GAIN", 1e9)            # the probe always says fp32
+    measured: list[Any] = []
+    real = step_probe.step_times
+    monkeypatch.setattr(step_probe, "step_times",
+                        lambda *a, **k: measured.append(t := real(*a, **k)) or t)
+    return measured
+
+
 @pytest.mark.parametrize("config", ["tiny-lm.yaml", "tiny-tagging.yaml"])
 def test_the_probe_leaves_the_run_as_it_was(tmp_path, monkeypatch, config):
     """A run whose ``auto`` probed its step (and chose fp32) trains on the same batches with the
     same dropout draws as a run told fp32: the same losses and weights, bit for bit. (The LM
     carries its hidden state from batch to batch; the tagger shuffles.)"""
-    monkeypatch.delenv(precision.ENV_VAR, raising=False)
-    monkeypatch.setattr(precision, "measure", lambda device: NATIVE)
-    monkeypatch.setattr(step_probe, "MIN_GAIN", 1e9)            # the probe always says fp32
-    calls = []
-    real = step_probe.step_times
-    monkeypatch.setattr(step_probe, "step_times",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = probe_says_fp32(monkeypatch, NATIVE)
     probed = _trainer(tmp_path, config, "auto")
     assert calls and probed.choice.precision == "fp32"
     assert "training step" in probed.choice.reason and "fp32" in probed.choice.reason
@@ -141,13 +149,7 @@ def test_on_cuda_the_probe_is_made_and_leaves_the_run_as_it_was(tmp_path, monkey
     generator forked): a run whose probe said fp32 trains on the same batches with the same
     dropout draws as a run told fp32, to CUDA's run-to-run rounding (atomics in the embedding's
     backward: not bit for bit there)."""
-    monkeypatch.delenv(precision.ENV_VAR, raising=False)
-    monkeypatch.setattr(precision, "measure", lambda device: TENSOR_CORES)
-    monkeypatch.setattr(step_probe, "MIN_GAIN", 1e9)            # the probe always says fp32
-    measured = []
-    real = step_probe.step_times
-    monkeypatch.setattr(step_probe, "step_times",
-                        lambda *a, **k: measured.append(t := real(*a, **k)) or t)
+    measured = probe_says_fp32(monkeypatch, TENSOR_CORES)
     probed = _trainer(tmp_path, "tiny-lm.yaml", "auto", device="cuda")
     assert probed.device.type == "cuda" and probed.choice.precision == "fp32"
     assert measured and all(v > 0 for v in measured[0].values())
