@@ -16,10 +16,10 @@ waited for forever. ``cluster.env``'s ``PATH`` starts with ``cluster.bin``, whic
 ``squeue -t all`` (jobs are listed until ``MinJobAge``, 300 s, after their end); in-process
 submitit sees it after ``monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])``.
 No cgroups (a container has none to delegate): proctrack/linuxproc and task/none. A requeued job
-waits ``cred_expire + 1`` = 11 s before it may start again (``release()`` lets it start now), and
-time-limit signals (``--signal=USR2@90``) come from slurmctld's 30-second check, so up to 30 s late:
-tests send them with ``scancel --signal=USR2 JOBID``, which reaches every process of the job's
-steps, their children included.
+waits ``cred_expire + 1`` = 11 s before it may start again (``release()`` lets it start 2 s after
+it is pending; not sooner, see there), and time-limit signals (``--signal=USR2@90``) come from
+slurmctld's 30-second check, so up to 30 s late: tests send them with ``scancel --signal=USR2
+JOBID``, which reaches every process of the job's steps, their children included.
 """
 
 from __future__ import annotations
@@ -96,8 +96,15 @@ class SlurmCluster:
         return dict(kv.split("=", 1) for kv in res.stdout.split() if "=" in kv)
 
     def release(self, job_id: str, timeout: float = 30) -> None:
-        """Lets a requeued job start now rather than after the requeue delay."""
+        """Lets a requeued job start about 2 s from now rather than after the requeue delay.
+
+        Not at once: slurmd revokes the old launch credential at whole-second resolution and
+        refuses any credential created in or before that second (``cred->ctime <= revoked``,
+        "Job credential revoked", and the job FAILS); a start in the requeue's own second lost
+        that race in CI. Two seconds after PENDING is past the revocation's second whatever the
+        clocks' phase, and still far below the 11-second delay."""
         self.wait_state(job_id, ("PENDING",), timeout)
+        time.sleep(2.0)
         self.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
     def wait_state(self, job_id: str, states: tuple[str, ...] = ("COMPLETED",),
