@@ -14,7 +14,7 @@ from test_train_eval_parse import MRG  # five WSJ-style sentences: the dev trees
 
 from treelm.cli import main
 from treelm.errors import CheckpointError
-from treelm.run import load_run
+from treelm.run import CHECKPOINTS, load_run
 from treelm.rundir.checkpoint import load_trainer_state, read_pointer
 from treelm.rundir.files import RunFiles, read_metrics
 from treelm.train.optim import Averager, make_optimizer
@@ -125,8 +125,8 @@ EXACT = ["train.deterministic=true"] if torch.cuda.is_available() else []
 
 def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root, restore_determinism):
     """Kill mid-epoch with SIGKILL, resume, and get the same curve and weights as one run; with
-    tree F1 on dev trees at every validation, the same best and best-trees checkpoints and the
-    same trees.json (issue 44)."""
+    tree F1 on dev trees at every validation, the same best, best-trees and best-trees-<rule>
+    checkpoints and the same trees.json (issue 44)."""
     os.chdir(root)
     treebank = tmp_path / "mini.mrg"
     treebank.write_text(MRG, encoding="utf-8")
@@ -156,15 +156,15 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path, root, restore_dete
         for v, w in zip(_metrics(run), _metrics(ref)) if v["event"] == "valid"]
     # the pointer's checkpoints, each at the same step with the same weights, and trees.json
     # (the directories' numbers aside: a kill while a checkpoint was written may shift them)
-    assert set(read_pointer(ref)) == set(read_pointer(run)) >= {"best", "best-trees", "last"}
-    keys = ("step", "tokens", "best", "tree_best", "tree_top")
-    for which in ("best", "best-trees", "last"):
+    assert set(read_pointer(ref)) == set(read_pointer(run)) >= set(CHECKPOINTS)
+    keys = ("step", "tokens", "best", "tree_best", "tree_top", "tree_top_rule")
+    for which in CHECKPOINTS:
         sa, sb = ({k: load_trainer_state(r, which)["loop"][k] for k in keys} for r in (ref, run))
         assert sa == sb
         wa, wb = _weights(ref, which), _weights(run, which)
         assert all(torch.equal(wa[k], wb[k]) for k in wa)
     ta, tb = (json.loads((r / "trees.json").read_text(encoding="utf-8")) for r in (ref, run))
-    assert set(ta) == {"best", "best-trees"} and all(
+    assert set(ta) == set(CHECKPOINTS) - {"last"} and all(
         {**ta[n], "path": None} == {**tb[n], "path": None} for n in ta)
 
 

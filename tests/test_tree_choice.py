@@ -19,12 +19,20 @@ from test_train_eval_parse import MRG
 import treelm
 from treelm.cli import main
 from treelm.errors import TreelmError
-from treelm.run import load_run
+from treelm.run import CHECKPOINTS, load_run
 from treelm.rundir.checkpoint import load_trainer_state, read_pointer, weights_bytes
 from treelm.rundir.files import read_metrics
-from treelm.rundir.trees import HOW_BEST, HOW_BEST_TREES, HOW_EVAL_PARSE, read_choices
+from treelm.rundir.trees import (
+    HOW_BEST,
+    HOW_BEST_RULE,
+    HOW_BEST_TREES,
+    HOW_EVAL_PARSE,
+    read_choices,
+    rule_checkpoint,
+)
 from treelm.serve.server import App, tree_view
 from treelm.syntax.tracking import choose, chooses
+from treelm.syntax.trees import TREE_STYLES
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = str(ROOT / "configs" / "tiny-lm.yaml")
@@ -99,6 +107,8 @@ def test_the_choice_and_its_ties():
     for test in ("nltk-test", "sinica-test", "nltk", "sinica"):
         assert not chooses(test, paths=True)
     assert chooses("/data/dev.mrg", paths=True) and not chooses("/data/dev.mrg", paths=False)
+    # the verbs' --checkpoint names one checkpoint per tree rule
+    assert CHECKPOINTS == ("best", "best-trees", *map(rule_checkpoint, TREE_STYLES), "last")
 
 
 # ----------------------------------------------------------------------------- training
@@ -106,7 +116,8 @@ def test_training_records_the_choice_of_best_and_best_trees(chosen, mrg, capsys)
     vals = read_metrics(chosen, "valid")
     keys = [k for k in vals[0] if k.startswith("parse_f1/")]
     ptr, entries = read_pointer(chosen), read_choices(chosen)
-    assert set(entries) == {"best", "best-trees"} and len(vals) > 3
+    assert set(entries) == {"best", "best-trees", "best-trees-official",
+                            "best-trees-split"} and len(vals) > 3
 
     # best: the choice at the validation that made it best (epoch ends and the budget's end
     # choose best; the first of equal losses)
@@ -125,8 +136,23 @@ def test_training_records_the_choice_of_best_and_best_trees(chosen, mrg, capsys)
     assert (t.rule, t.layer, t.sentence_f1) == choose({k: vals[top][k] for k in keys})
     assert (t.step, t.path, t.how) == (vals[top]["step"], ptr["best-trees"], HOW_BEST_TREES)
     assert load_trainer_state(chosen, "best-trees")["loop"]["step"] == vals[top]["step"]
+
+    # best-trees-<rule>: the same under that rule alone (the first on a tie)
+    for rule in ("official", "split"):
+        mine = [k for k in keys if k.split("/")[1] == rule]
+        top_r = max(range(len(vals)),
+                    key=lambda i: (choose({k: vals[i][k] for k in mine})[2], -i))
+        r = entries[f"best-trees-{rule}"]
+        assert (r.rule, r.layer, r.sentence_f1) == choose({k: vals[top_r][k] for k in mine})
+        assert (r.step, r.path, r.how) == (vals[top_r]["step"], ptr[f"best-trees-{rule}"],
+                                           HOW_BEST_RULE)
+        assert r.scores == {k: vals[top_r][k] for k in mine}
+        assert load_trainer_state(chosen, f"best-trees-{rule}")["loop"]["step"] == \
+            vals[top_r]["step"]
+    # the overall one is one of the rules' own
+    assert ptr["best-trees"] == ptr[f"best-trees-{t.rule}"]
     kept = {d.name for d in (chosen / "ckpt").iterdir()}
-    assert kept == {ptr[n].split("/")[1] for n in ("best", "best-trees", "last")}
+    assert kept == {ptr[n].split("/")[1] for n in CHECKPOINTS}
 
     # its weights are the ones that validation scored
     before = (chosen / "trees.json").read_text(encoding="utf-8")

@@ -19,8 +19,13 @@ from treelm.errors import CheckpointError
 from treelm.verb import Number
 
 #: The checkpoints of a run: the lowest validation loss, the best dev trees of
-#: ``train.eval_parse`` (:mod:`treelm.train.trees`), the newest.
-CHECKPOINTS = ("best", "best-trees", "last")
+#: ``train.eval_parse`` under either rule and under each rule alone (:mod:`treelm.train.trees`;
+#: one per rule of ``treelm.syntax.trees.TREE_STYLES``, which a test holds this to), the newest.
+CHECKPOINTS = ("best", "best-trees", "best-trees-official", "best-trees-split", "last")
+#: What ``--checkpoint`` says of them.
+CHECKPOINT_HELP = ("which weights of the run: best (the lowest validation loss; default), "
+                   "best-trees (the best dev tree F1 of train.eval_parse), best-trees-official "
+                   "or best-trees-split (the same under that rule alone) or last")
 
 if TYPE_CHECKING:  # the verbs import this module to declare options: keep torch out of --help
     from torch import nn
@@ -36,7 +41,7 @@ class Run:
     task: Task
     model: nn.Module
     precision: str = "fp32"      # what the run trained in (checkpoint.json); fp32 | bf16
-    checkpoint: str = "best"     # which weights: best | best-trees | last (CHECKPOINTS)
+    checkpoint: str = "best"     # which weights: one of CHECKPOINTS
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The context the run's forward passes run in (bf16 mixed precision or nothing)."""
@@ -97,8 +102,8 @@ def load_run(path: str | Path, which: str = "best",
 
 
 def _missing(which: str, cfg: dict[str, Any]) -> str:
-    """Why a run lacks checkpoint ``which`` (only ``best-trees`` can be missing)."""
-    if which != "best-trees":
+    """Why a run lacks checkpoint ``which`` (only ``best-trees*`` can be missing)."""
+    if not which.startswith("best-trees"):
         return "the run directory is incomplete"
     if not (cfg.get("train") or {}).get("eval_parse"):
         return "it was trained without train.eval_parse"
@@ -108,9 +113,7 @@ def _missing(which: str, cfg: dict[str, Any]) -> str:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """``--checkpoint`` and ``--threads``, which every verb that opens a run takes."""
-    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best",
-                   help="which weights of the run: best (the lowest validation loss; default), "
-                   "best-trees (the best dev tree F1 of train.eval_parse) or last")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best", help=CHECKPOINT_HELP)
     p.add_argument("--threads", type=Number(int, at_least=1),
                    help="torch threads (default: torch's choice)")
     p.add_argument("--precision", choices=["run", "fp32", "bf16", "auto"], default="run",

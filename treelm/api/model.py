@@ -58,6 +58,7 @@ from treelm.api.values import (
     to_nltk,
 )
 from treelm.errors import TreelmError
+from treelm.run import CHECKPOINT_HELP, CHECKPOINTS
 from treelm.text.vocab import UnknownSymbolError
 
 if TYPE_CHECKING:   # torch, nltk and the run load only when a run is opened
@@ -188,13 +189,14 @@ def load(run_dir: str | Path, checkpoint: str = "best", *, precision: str = "run
     """Open a trained run directory (``treelm train --out RUN``) for inference.
 
     ``checkpoint``: ``"best"`` (the best validation score), ``"best-trees"`` (the best dev tree
-    F1 of ``train.eval_parse``; a run without one is a one-line error) or ``"last"``.
+    F1 of ``train.eval_parse``; a run without one is a one-line error), ``"best-trees-split"``
+    or ``"best-trees-official"`` (the same under that rule alone) or ``"last"``.
     ``precision``:
     ``"run"`` (what it trained in), ``"fp32"``, ``"bf16"`` or ``"auto"``, as the verbs'
     ``--precision``. ``expect`` (a task name or a tuple of them) refuses a run of another task
     with the verbs' one-line error. Raises :class:`~treelm.errors.TreelmError` for a path that
     is not a run."""
-    from treelm.run import CHECKPOINTS, load_run
+    from treelm.run import load_run
 
     if checkpoint not in CHECKPOINTS:
         raise TreelmError(f"checkpoint must be one of {', '.join(CHECKPOINTS)}, got "
@@ -209,6 +211,6 @@ def load(run_dir: str | Path, checkpoint: str = "best", *, precision: str = "run
     return TreelmModel(run)
 
 
-__all__ = ["METHODS", "TASK_METHODS", "TREE_METHODS", "Attention", "Curves", "Generation",
-           "TreeDefaults", "TreelmModel",
+__all__ = ["CHECKPOINTS", "CHECKPOINT_HELP", "METHODS", "TASK_METHODS", "TREE_METHODS",
+           "Attention", "Curves", "Generation", "TreeDefaults", "TreelmModel",
            "UnsupportedMethodError", "load", "to_nltk"]

@@ -8,7 +8,8 @@
     RUN/metrics.jsonl          one JSON object per event (the precision and why, train progress,
                                valid, test)
     RUN/checkpoint.json        {"format", "model", "last": "ckpt/N", "best": "ckpt/M",
-                               "best-trees": "ckpt/K" (train.eval_parse on dev trees only)}
+                               "best-trees": "ckpt/K", "best-trees-<rule>": "ckpt/J"
+                               (the last two: train.eval_parse on dev trees only)}
     RUN/trees.json             per checkpoint, the layer and tree rule chosen on dev trees
                                (:mod:`treelm.rundir.trees`)
     RUN/ckpt/N/model.safetensors      weights (safetensors: no pickle)

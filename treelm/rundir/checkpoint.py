@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -114,12 +115,13 @@ def save_checkpoint(
     averager: Any = None,
     precision: str | None = None,
     fresh: bool = False,
-    best_trees: bool = False,
+    trees: Collection[str] = (),
 ) -> None:
     """Write a new checkpoint as ``last`` (and ``best`` when ``best``, or when ``fresh``: the
     first checkpoint of a new run, whose pointer forgets one a replaced run left behind; and
-    ``best-trees`` when ``best_trees``: the checkpoint of ``train.eval_parse``'s best dev trees,
-    :mod:`treelm.train.trees`). A run never given ``best_trees`` has no ``best-trees``.
+    each name in ``trees``, ``best-trees`` or ``best-trees-<rule>``: the checkpoints of
+    ``train.eval_parse``'s best dev trees, :mod:`treelm.train.trees`). A run never given such
+    a name has none. Every directory a name points to is kept, the others go.
 
     With an active NT-ASGD ``averager`` the averaged weights go to ``averaged.safetensors`` too:
     evaluation uses them, a resume the live ones. ``precision`` (``fp32`` | ``bf16``, what the run
@@ -160,8 +162,8 @@ def save_checkpoint(
         ptr["last"] = f"{CKPT}/{new.name}"
         if best or "best" not in ptr:
             ptr["best"] = ptr["last"]
-        if best_trees:
-            ptr["best-trees"] = ptr["last"]
+        for name in trees:
+            ptr[name] = ptr["last"]
         writing = run / POINTER
         atomic_write_text(writing, json.dumps(ptr, indent=1))
     except OSError as e:
@@ -172,7 +174,7 @@ def save_checkpoint(
         err.removed = new
         raise err from e
     _fsync_dir(run)
-    keep = {ptr["last"], ptr["best"], ptr.get("best-trees")}
+    keep = {v for v in ptr.values() if isinstance(v, str) and v.startswith(f"{CKPT}/")}
     for d in ckdir.iterdir():
         if f"{CKPT}/{d.name}" not in keep:
             shutil.rmtree(d, ignore_errors=True)
@@ -180,11 +182,11 @@ def save_checkpoint(
 
 def load_weights(run: Path, model: nn.Module, which: str = "best",
                  signature: dict[str, Any] | None = None, averaged: bool | None = None) -> None:
-    """Load checkpoint ``which`` (``best`` | ``best-trees`` | ``last``) of ``run`` into
-    ``model``. Where NT-ASGD was averaging, ``averaged`` picks the averaged weights (what the
-    run's validations scored, trees included) over the live ones (what a resume continues from);
-    None: the averaged ones for ``best`` and ``best-trees`` (both chosen on what a validation
-    scored), the live ones for ``last``."""
+    """Load checkpoint ``which`` (``best`` | ``best-trees`` | ``best-trees-<rule>`` | ``last``)
+    of ``run`` into ``model``. Where NT-ASGD was averaging, ``averaged`` picks the averaged
+    weights (what the run's validations scored, trees included) over the live ones (what a
+    resume continues from); None: the averaged ones for every checkpoint but ``last`` (each
+    chosen on what a validation scored), the live ones for ``last``."""
     ptr = read_pointer(run)
     if signature is not None and ptr.get("model", {}).get("type") != signature.get("type"):
         raise CheckpointError(
@@ -194,7 +196,7 @@ def load_weights(run: Path, model: nn.Module, which: str = "best",
     if which not in ptr:
         raise CheckpointError(f"{run} has no {which} checkpoint")
     path = run / ptr[which] / WEIGHTS
-    chosen = which in ("best", "best-trees")
+    chosen = which != "last"
     if (chosen if averaged is None else averaged) and (path.parent / AVERAGED).exists():
         path = path.parent / AVERAGED   # NT-ASGD: evaluate the averaged iterate
     if not path.exists():

@@ -15,7 +15,7 @@ Layout (one entry per checkpoint name; scores as fractions)::
               "step": 1234, "tokens": 800000,
               "how": "train.eval_parse at the best checkpoint's validation",
               "scores": {"parse_f1/official/L1": 0.31, "...": 0.0}},
-     "best-trees": {"...": "..."}}
+     "best-trees": {"...": "..."}, "best-trees-split": {"...": "..."}}
 
 An entry holds for the checkpoint directory ``path`` only: once the pointer's ``best`` (or
 ``last``, ``best-trees``) names another directory the entry is stale and readers ignore it
@@ -36,7 +36,18 @@ from treelm.rundir.files import TREES, atomic_write_text
 #: ``how`` of the trainer's entries (``train.eval_parse``), and of ``treelm eval-parse``'s.
 HOW_BEST = "train.eval_parse at the best checkpoint's validation"
 HOW_BEST_TREES = "train.eval_parse at the validation with the best dev F1"
+HOW_BEST_RULE = "train.eval_parse at the validation with the best dev F1 under its rule"
 HOW_EVAL_PARSE = "eval-parse"
+#: The checkpoint of the best dev trees under any rule, and its prefix for one rule's own.
+BEST_TREES = "best-trees"
+
+
+def rule_checkpoint(rule: str) -> str:
+    """The name of the checkpoint of the best dev trees under ``rule`` alone:
+    ``best-trees-split``. Why one per rule: the rules peak at different points of a run (the
+    split rule's F1 often peaks early and falls while perplexity improves), and ``best-trees``,
+    the best of either, almost always follows the official rule."""
+    return f"{BEST_TREES}-{rule}"
 
 
 @dataclass(frozen=True)
@@ -123,5 +134,5 @@ def current_choice(run: str | Path, which: str,
     return choice
 
 
-__all__ = ["HOW_BEST", "HOW_BEST_TREES", "HOW_EVAL_PARSE", "TreeChoice", "current_choice",
-           "read_choices", "write_choices"]
+__all__ = ["BEST_TREES", "HOW_BEST", "HOW_BEST_RULE", "HOW_BEST_TREES", "HOW_EVAL_PARSE",
+           "TreeChoice", "current_choice", "read_choices", "rule_checkpoint", "write_choices"]

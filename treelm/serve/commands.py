@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from treelm.api.model import CHECKPOINT_HELP, CHECKPOINTS
 from treelm.errors import TreelmError
 from treelm.verb import Number, add_verb
 
@@ -51,8 +52,7 @@ def add_serve(sub: Any) -> argparse.ArgumentParser:
                    help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=Number(int, at_least=0, at_most=65535), default=8000,
                    help="port (default 8000; 0: any free one)")
-    p.add_argument("--checkpoint", choices=["best", "best-trees", "last"], default="best",
-                   help="which weights of each run: best (the lowest validation loss; default), "
-                   "best-trees (the best dev tree F1 of train.eval_parse) or last")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best",
+                   help=CHECKPOINT_HELP.replace("of the run", "of each run"))
     p.add_argument("--log", action="store_true", help="print one line per request on stderr")
     return p

@@ -140,9 +140,22 @@ def per_run_choice(record: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def checkpoint_says(checkpoint: str) -> str:
+    """What a tree checkpoint is, said after its name (nothing for ``best`` and ``last``)."""
+    if checkpoint == "best-trees":
+        return (" (the validation with the best dev sentence F1 under either rule: a choice made "
+                "on labelled dev data)")
+    if checkpoint.startswith("best-trees-"):
+        return (f" (the validation with the best dev sentence F1 under the "
+                f"{checkpoint.removeprefix('best-trees-')} rule alone: a choice made on labelled "
+                f"dev data; read its rows of that rule)")
+    return ""
+
+
 def other_checkpoints(record: dict[str, Any]) -> list[str]:
     """The same figures for every other checkpoint the study scored (``best-trees``: the
-    validation with the best dev tree F1, a choice made on labelled dev data), per rule: the
+    validation with the best dev tree F1, a choice made on labelled dev data; ``best-trees-<rule>``
+    the same under one rule), per rule: the
     configuration's layer, and each run's own layer (then rule and layer) chosen on dev."""
     d = record["study"]
     trees = d["score"]["trees"]
@@ -151,8 +164,7 @@ def other_checkpoints(record: dict[str, Any]) -> list[str]:
         parts = ["dev", *s["parts"]]
         lines += [f"## The checkpoint `{checkpoint}`", "",
                   f"Each run scored again at its checkpoint `{checkpoint}`"
-                  + (" (the validation with the best dev sentence F1 under either rule: a "
-                     "choice made on labelled dev data)" if checkpoint == "best-trees" else "")
+                  + checkpoint_says(checkpoint)
                   + ". Per rule: the layer chosen over the seeds, then each run's own layer "
                   "chosen on its dev scores; last, each run's own rule and layer.", "",
                   "| variant | rule | layers | " + " | ".join(part_title(p, trees) for p in parts)

@@ -39,6 +39,7 @@ import yaml
 
 from treelm.config import ConfigError, UniqueKeyLoader, load_config, parse_section
 from treelm.errors import read_text
+from treelm.run import CHECKPOINTS
 from treelm.syntax.trees import TREE_STYLES as TREE_RULES
 
 #: What a study's dev scores may decide.
@@ -93,7 +94,8 @@ class Trees:
     layers: list[int] | str = "all"
     test_max_len: list[int | None] = field(default_factory=lambda: [None, 10])
     sentences: list[str] = field(default_factory=list)   # parsed by every run at the end
-    checkpoints: list[str] = field(default_factory=lambda: ["best"])   # scored at the end
+    # scored at the end: best, last, best-trees, best-trees-<rule> (treelm.run.CHECKPOINTS)
+    checkpoints: list[str] = field(default_factory=lambda: ["best"])
 
 
 @dataclass
@@ -277,10 +279,12 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         if bad or not trees.rules:
             raise ConfigError(f"{p}: score.trees.rules = {trees.rules!r}: expected a list of "
                               f"{' and '.join(TREE_RULES)}")
-        bad = [c for c in trees.checkpoints if c not in ("best", "last", "best-trees")]
-        if bad:
-            raise ConfigError(f"{p}: score.trees.checkpoints: unknown {bad}; best, last, "
-                              f"best-trees")
+        known = [c for c in CHECKPOINTS
+                 if not c.startswith("best-trees-") or c.removeprefix("best-trees-") in trees.rules]
+        bad = [c for c in trees.checkpoints if c not in known]
+        if bad or not trees.checkpoints:
+            raise ConfigError(f"{p}: score.trees.checkpoints: unknown {bad}; "
+                              f"{', '.join(known)} (a rule's own for the rules scored)")
     evals = [parse_section(Eval, e, f"score.eval[{i}]")
              for i, e in enumerate(score.get("eval") or [])]
     for i, e in enumerate(evals):

@@ -90,11 +90,12 @@ class Persistence:
         self.lock.release()
 
     def save(self, best: bool = False, fresh: bool = False) -> None:
-        """A checkpoint as ``last`` (and ``best``; and ``best-trees`` when a validation since the
-        last save beat it); ``fresh``: the first of a new run, so that a pointer (and
-        ``trees.json``) left by the run ``--force`` replaces names nothing of it any more."""
+        """A checkpoint as ``last`` (and ``best``; and ``best-trees`` or ``best-trees-<rule>``
+        when a validation since the last save beat it); ``fresh``: the first of a new run, so
+        that a pointer (and ``trees.json``) left by the run ``--force`` replaces names nothing
+        of it any more."""
         t0 = self._tick()
-        best_trees = self.trees is not None and self.trees.pending
+        trees = sorted(self.trees.pending) if self.trees is not None else []
         self.s.metrics_bytes = self.metrics.nbytes
         state = {"loop": dataclasses.asdict(self.s),
                  "task": D.gather_objects(self.task.state_dict(), self.dist),  # collective
@@ -108,17 +109,17 @@ class Persistence:
             save_checkpoint(self.files.path, self.model, state, self.signature, best,
                             self.averager if self.averager.active else None,
                             precision=self.s.precision or None, fresh=fresh,
-                            best_trees=best_trees)
+                            trees=trees)
             if self.trees is not None:
-                self.trees.pending = False
+                self.trees.pending = set()
                 self.trees.sync(self.files.path, self.s)
         D.barrier(self.dist)
         self.save_seconds = self._tick() - t0
 
     def _keep_trees(self, last: bool = False) -> None:
-        """A checkpoint now if the validation just made ``best-trees`` (every rank decides
+        """A checkpoint now if the validation just made a tree checkpoint (every rank decides
         alike); after an epoch's ``last`` batch the epoch's own checkpoint follows at once."""
-        if D.any_rank(self.trees is not None and self.trees.pending, self.dist) and not last:
+        if D.any_rank(self.trees is not None and bool(self.trees.pending), self.dist) and not last:
             self.save()
 
     def _restore(self) -> None:

@@ -32,9 +32,11 @@ class LoopState:
     stopped: str = ""                    # "minutes" | "units": the budget that ended the run
     limits: dict[str, Any] = field(default_factory=dict)   # epochs, max_minutes, max_units then
     # train.eval_parse on dev trees (treelm.train.trees): the choice at the validation that made
-    # `best`, and the best choice of any validation (that of `best-trees`); {} for none
+    # `best`, the best choice of any validation (that of `best-trees`), and per rule the best
+    # choice under that rule alone (that of `best-trees-<rule>`); {} for none
     tree_best: dict[str, Any] = field(default_factory=dict)
     tree_top: dict[str, Any] = field(default_factory=dict)
+    tree_top_rule: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def upgrade_state(s: dict[str, Any]) -> dict[str, Any]:
