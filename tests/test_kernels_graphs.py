@@ -1,6 +1,7 @@
 """``treelm.kernels.graphs``: the bookkeeping of CUDA-graph replay, checked on the CPU with a
-stand-in for ``torch.cuda.make_graphed_callables`` (capturing itself needs a GPU): which calls get
-a graph, one capture per key, the limits, the eager fallback and its numbers."""
+stand-in for ``torch.cuda.make_graphed_callables`` and one for the forward-only capture of
+inference (capturing itself needs a GPU): which calls get a graph, one capture per key, the
+limits, the eager fallback and its numbers; on CUDA, the real graphs against the eager path."""
 
 from __future__ import annotations
 
@@ -44,9 +45,40 @@ class FakeCapture:
         return fn
 
 
+class StaticForwardCapture:
+    """A stand-in for the forward-only capture with its aliasing: every replay copies its inputs
+    into the static input buffers it was given, runs the function on them and writes the results
+    into the same static output buffers, which it returns themselves."""
+
+    def __init__(self) -> None:
+        self.static: list[tuple[Tensor, ...]] = []
+
+    def __call__(self, fn: Callable[..., Any], static: tuple[Tensor, ...]
+                 ) -> Callable[..., tuple[Tensor, ...]]:
+        assert not torch.is_grad_enabled()
+        assert not any(t.requires_grad or t.is_inference() for t in static)
+        assert not (torch.is_autocast_enabled("cpu") and torch.is_autocast_cache_enabled())
+        self.static.append(static)
+        outs: list[Tensor] = []
+
+        def replay(*inputs: Tensor) -> tuple[Tensor, ...]:
+            assert not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+            for buffer, t in zip(static, inputs):
+                buffer.copy_(t)
+            results = fn(*static)
+            if not outs:
+                outs.extend(torch.empty_like(o) for o in results)
+            for buffer, o in zip(outs, results):
+                buffer.copy_(o)
+            return tuple(outs)
+
+        return replay
+
+
 def _cpu_cache(**kwargs: Any) -> tuple[GraphCache, FakeCapture]:
     fake = FakeCapture()
-    return GraphCache(capture=fake, device_types=("cpu",), **kwargs), fake
+    return GraphCache(capture=fake, device_types=("cpu",),
+                      capture_forward=StaticForwardCapture(), **kwargs), fake
 
 
 def _loss(outputs: tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]) -> Tensor:
@@ -75,9 +107,17 @@ def test_key_says_what_a_graph_is_fixed_to() -> None:
     assert key == GraphKey(3, 2, I, H, L, "paper", "auto", torch.float32, None,
                            torch.device("cpu"), (True, False, False, True, True, True, True))
     assert cache.key(*_args(4), "auto") is None                     # length not captured
+    inference = GraphKey(*(getattr(key, f) for f in ("steps", "batch", "input_size", "hidden",
+                                                     "n_levels", "master_input", "impl", "dtype",
+                                                     "autocast", "device")), (False,) * 7)
+    assert inference.inference and not key.inference
     with torch.no_grad():                                           # evaluation, decoding
-        assert cache.key(x, state, *rest, "auto") is None
-    assert cache.key(*_args(3, grad=False), "auto") is None         # no gradient wanted
+        assert cache.key(x, state, *rest, "auto") == inference     # a forward-only graph
+    with torch.inference_mode():
+        assert cache.key(x, state, *rest, "auto") == inference
+    assert cache.key(*_args(3, grad=False), "auto") == inference    # no gradient wanted
+    with torch.no_grad():
+        assert cache.key(*_args(4), "auto") is None                 # length not captured
     with torch.autocast("cpu", torch.bfloat16):                     # bf16: a key of its own
         assert cache.key(x, state, *rest, "auto") == GraphKey(
             *(getattr(key, f) for f in ("steps", "batch", "input_size", "hidden", "n_levels",
@@ -282,3 +322,153 @@ def test_replays_under_bf16_autocast_are_the_eager_autocast_numbers(device) -> N
     _loss(cache(*_on(device, _args(5, B=3, seed=14)), impl=impl)).backward()   # fp32: its own
     assert cache.stats["captured"] == 2 and {k.autocast for k in cache.graphs} == {
         None, torch.bfloat16}
+
+
+# ------------------------------------------------------------------ inference: forward-only graphs
+
+def _infer(cache: GraphCache, args: tuple[Any, ...]) -> tuple[Tensor, ...]:
+    with torch.no_grad():
+        out, (h, c), aux = cache(*args, impl="cpu")
+    return out, h, c, aux["df"], aux["di"]
+
+
+def _eager(args: tuple[Any, ...]) -> tuple[Tensor, ...]:
+    with torch.no_grad():
+        out, (h, c), aux = onlstm_sequence(*args, impl="cpu")
+    return out, h, c, aux["df"], aux["di"]
+
+
+def _same(a: tuple[Tensor, ...], b: tuple[Tensor, ...]) -> None:
+    for u, v in zip(a, b, strict=True):
+        torch.testing.assert_close(u, v, rtol=0, atol=0)
+
+
+def test_a_no_grad_call_replays_a_forward_only_graph_with_the_eager_numbers() -> None:
+    cache, fake = _cpu_cache()
+    args = _args(4, seed=21)
+    first = _infer(cache, args)
+    assert cache.stats == {"captured": 1, "replayed": 1, "eager": 0}
+    assert not fake.samples                                 # no training graph
+    (key,) = cache.graphs
+    assert key.inference and key.needs_grad == (False,) * 7
+    static = cache.capture_forward.static[0]
+    assert torch.equal(static[0], args[0]) and static[0] is not args[0]    # copies at capture
+    _same(first, _eager(args))
+    assert not any(t.requires_grad for t in first)
+    again = _infer(cache, args)
+    assert cache.stats == {"captured": 1, "replayed": 2, "eager": 0}
+    _same(again, first)
+    # grad mode on, no input needing a gradient: inference as well, the same graph
+    plain = _args(4, seed=21, grad=False)
+    out, (h, c), aux = cache(*plain, impl="cpu")
+    assert cache.stats == {"captured": 1, "replayed": 3, "eager": 0} and not out.requires_grad
+    _same((out, h, c, aux["df"], aux["di"]), first)
+
+
+def test_successive_inference_replays_return_independent_outputs() -> None:
+    """The static outputs are overwritten by the next replay: what a call returned must not be."""
+    cache, _ = _cpu_cache()
+    a_args, b_args = _args(5, B=3, seed=1), _args(5, B=3, seed=2)
+    a = _infer(cache, a_args)
+    b = _infer(cache, b_args)
+    assert cache.stats == {"captured": 1, "replayed": 2, "eager": 0}
+    assert not torch.equal(a[0], b[0]) and not torch.equal(a[2], b[2])
+    _same(a, _eager(a_args))                                # not overwritten by the second replay
+    _same(b, _eager(b_args))
+    assert all(u.data_ptr() != v.data_ptr() for u in a for v in b)
+    # a state carried from one call into the next (evaluation over a corpus) reads its copy
+    x, _, *rest = _args(5, B=3, seed=3)
+    carried = (x, (a[1], a[2]), *rest)
+    _same(_infer(cache, carried), _eager(carried))
+
+
+def test_inference_mode_calls_replay_and_return_ordinary_tensors() -> None:
+    """Evaluation runs under ``torch.inference_mode``: the graph captured there is replayed by a
+    ``no_grad`` caller as well (its buffers are ordinary tensors), and vice versa."""
+    cache, _ = _cpu_cache()
+    args = _args(3, seed=5)
+    with torch.inference_mode():
+        inputs = _on("cpu", args)                           # inference tensors
+        out, (h, c), aux = cache(*inputs, impl="cpu")
+    assert not out.is_inference()
+    _same((out, h, c, aux["df"], aux["di"]), _eager(args))
+    _same(_infer(cache, args), _eager(args))
+    assert cache.stats == {"captured": 1, "replayed": 2, "eager": 0}
+
+
+def test_a_call_with_gradients_still_takes_the_training_graph() -> None:
+    cache, fake = _cpu_cache()
+    args = _args(4, seed=8)
+    _infer(cache, args)
+    outputs = cache(*args, impl="cpu")                      # gradients wanted: its own key
+    assert outputs[0].requires_grad
+    _loss(outputs).backward()
+    assert len(fake.samples) == 1 and len(cache.capture_forward.static) == 1
+    assert sorted(k.inference for k in cache.graphs) == [False, True]
+    assert cache.stats == {"captured": 2, "replayed": 2, "eager": 0}
+    eager = _args(4, seed=8)
+    _loss(onlstm_sequence(*eager, impl="cpu")).backward()
+    torch.testing.assert_close(args[2].grad, eager[2].grad, rtol=0, atol=0)
+    _infer(cache, args)                                     # and inference its own again
+    assert cache.stats == {"captured": 2, "replayed": 3, "eager": 0}
+
+
+def test_inference_graphs_count_against_max_graphs_and_fall_back_eagerly() -> None:
+    cache, _ = _cpu_cache(max_graphs=1)
+    _infer(cache, _args(3, seed=1))
+    args = _args(4, seed=2)
+    _same(_infer(cache, args), _eager(args))                # no room: eager, same numbers
+    assert cache.stats == {"captured": 1, "replayed": 1, "eager": 1}
+
+
+def test_inference_replays_under_bf16_autocast_are_the_eager_autocast_numbers() -> None:
+    """The training path's autocast rule (dtype in the key, no cast cache inside, the caller's
+    autocast off around the capture: the stand-in checks it) holds for inference too."""
+    cache, _ = _cpu_cache()
+    args = _args(5, B=3, seed=13)
+    with torch.autocast("cpu", torch.bfloat16):
+        graphed = _infer(cache, args)
+        eager = _eager(args)
+    assert next(iter(cache.graphs)).autocast == torch.bfloat16
+    assert graphed[0].dtype == torch.float32
+    _same(graphed, eager)
+    _infer(cache, args)                                     # fp32: a key of its own
+    assert cache.stats["captured"] == 2
+
+
+def test_inference_on_cuda_replays_the_eager_numbers() -> None:
+    """The real forward-only graph (``torch.cuda.graph``) against the eager Triton path: two
+    batches through one graph, no overwriting, under ``no_grad`` and ``inference_mode``, and an
+    ON-LSTM cell in eval mode going through its graph cache."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    cache = GraphCache()
+    tol = {"rtol": 1e-5, "atol": 1e-6}
+
+    def run(fn: Callable[..., Any], args: tuple[Any, ...], mode: Any = torch.no_grad
+            ) -> tuple[Tensor, ...]:
+        with mode():
+            out, (h, c), aux = fn(*args, impl="auto")
+        return out, h, c, aux["df"], aux["di"]
+
+    batches = [_on("cuda", _args(6, B=4, seed=s)) for s in (31, 32)]
+    graphed = [run(cache, b) for b in batches]
+    again = run(cache, batches[0], torch.inference_mode)
+    assert cache.stats == {"captured": 1, "replayed": 3, "eager": 0}
+    assert next(iter(cache.graphs)).inference
+    for g, b in zip((*graphed, again), (*batches, batches[0])):
+        for u, v in zip(g, run(onlstm_sequence, b), strict=True):
+            torch.testing.assert_close(u, v, **tol)
+    assert not torch.equal(graphed[0][0], graphed[1][0])
+
+    torch.manual_seed(0)
+    plain = ONLSTM(I, H, H // L, cuda_graphs=False).cuda().eval()
+    cell = ONLSTM(I, H, H // L).cuda().eval()
+    cell.load_state_dict(plain.state_dict())
+    x = torch.randn(7, 2, I, device="cuda")
+    with torch.inference_mode():
+        want, got = plain(x)[0], cell(x)[0]
+        got2 = cell(x)[0]
+    torch.testing.assert_close(got, want, **tol)
+    torch.testing.assert_close(got2, want, **tol)
+    assert cell._graphs.stats == {"captured": 1, "replayed": 2, "eager": 0}

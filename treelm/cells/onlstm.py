@@ -109,8 +109,9 @@ class ONLSTM(Cell):
         self.n_levels = hidden_size // chunk_size
         self.master_input = master_input
         self.impl = impl  # "reference" (this file), "fused" (treelm.kernels) or "auto"
-        # training steps on CUDA replayed from CUDA graphs (treelm.kernels.graphs), under autocast
-        # too; no effect on the CPU or in evaluation; False: always the eager fused path
+        # on CUDA, training steps (forward + backward) and inference (evaluation, decoding: the
+        # forward alone) replayed from CUDA graphs (treelm.kernels.graphs), under autocast too;
+        # no effect on the CPU; False: always the eager fused path
         self.cuda_graphs = cuda_graphs
         # sequence lengths captured at most (variable BPTT draws many; the others run eagerly):
         # each graph keeps its sequence's buffers on the GPU (treelm.kernels.graphs)

@@ -20,9 +20,9 @@ float64 tensors); ``TREELM_GEMM=auto|mkl|onednn|mm`` overrides the choice.
 ``"reference"`` (the readable per-step cell) is handled by the cell itself. Under
 ``torch.autocast`` the fused paths run their products in the autocast dtype and keep the state
 and the gate math in float32 (:func:`treelm.kernels.onlstm_torch.onlstm_torch_sequence`).
-:mod:`treelm.kernels.graphs` replays a training step's forward and backward from CUDA graphs
-(float32 inputs on the Triton path, under bf16 autocast too; on by default, the cell's
-``cuda_graphs``).
+:mod:`treelm.kernels.graphs` replays a training step's forward and backward, and an inference
+call's forward alone, from CUDA graphs (float32 inputs on the Triton path, under bf16 autocast
+too; on by default, the cell's ``cuda_graphs``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""CUDA-graph replay of the fused ON-LSTM's forward and backward (CUDA training; on by default).
+"""CUDA-graph replay of the fused ON-LSTM: forward and backward in training, the forward alone in
+inference (on CUDA; on by default).
 
 Why: at the paper's size one forward + backward of the fused path launches ``2T`` GEMMs and ``2T``
-Triton kernels (:mod:`treelm.kernels.onlstm_triton`), each too small to hide the Python time of
-its launch: the GPU idles between them. A CUDA graph replays all of one sequence's launches from
-one call. The fused path does no host work inside its forward and backward (no host tensors, no
-``.item()``, buffers allocated once per sequence in shapes fixed by ``(T, B)``;
+Triton kernels (:mod:`treelm.kernels.onlstm_triton`), the forward alone ``T`` of each, every one
+too small to hide the Python time of its launch: the GPU idles between them (eager inference at
+batch 20 ran at a quarter of cuDNN's ``nn.LSTM``). A CUDA graph replays all of one sequence's
+launches from one call. The fused path does no host work inside its forward and backward (no host
+tensors, no ``.item()``, buffers allocated once per sequence in shapes fixed by ``(T, B)``;
 ``tests/test_kernels_onlstm.py`` checks it), which is what capturing needs.
 
 How: per cell (:class:`treelm.cells.onlstm.ONLSTM` with ``cuda_graphs=True``) a
@@ -13,7 +15,8 @@ How: per cell (:class:`treelm.cells.onlstm.ONLSTM` with ``cuda_graphs=True``) a
     (T, B, input size, hidden size, levels, master gate, impl, dtype, autocast dtype, device,
      which inputs need a gradient)
 
-made on first use by ``torch.cuda.make_graphed_callables``: a forward graph and a backward graph
+made on first use. A call that wants a gradient (grad mode on and some input needing one) gets a
+training graph from ``torch.cuda.make_graphed_callables``: a forward graph and a backward graph
 with static input, output and gradient buffers (the call copies its inputs into the static ones,
 the backward its incoming gradients), after a few warm-up runs on a side stream (Triton compiles
 there). Variable BPTT (AWD-LSTM draws each batch's length) makes one key per length: ``lengths``
@@ -26,19 +29,33 @@ with 16 graphs a fifth of the paper config's sequences ran eagerly at about half
 H200 with 64, training ran 17% faster in float32 and 34% faster in bf16
 (``benchmarks/results/precision-gpu-graphs64-20261126.json`` against ``precision-gpu-20261126``).
 
-Under ``torch.autocast`` (``train.precision=bf16``) the graph is captured with autocast's dtype in
-its key and autocast switched on inside the captured function without its cast cache
-(``cache_enabled=False``: a weight's bfloat16 copy cached across calls cannot live in a graph's
-private memory), and with the caller's autocast switched off around the capture itself
-(``make_graphed_callables`` refuses a cached autocast). Each replay casts the weights afresh,
-which is what the eager path does once per sequence as well: same numbers, same products.
+Inference (grad mode off, ``torch.inference_mode`` included, or no input needing a gradient:
+evaluation, decoding) gets a forward-only graph, its key's gradient needs all ``False`` (so never
+a training key, which needs at least one): the inputs are copied into static buffers, the forward
+(run under ``torch.no_grad``, so it saves nothing for a backward) is run a few times on a side
+stream (Triton compiles there, the allocator settles), then captured once with
+``torch.cuda.graph``. Each later call copies its inputs into the static buffers (``copy_``: the
+weights too, some 30 MB for a 1150-unit layer, tens of microseconds), replays, and returns
+clones of the static outputs, which the next replay overwrites; so two calls' results are
+independent, and an inference graph has no outputs in use to wait for. Captures and replays run
+outside ``torch.inference_mode`` (its tensors cannot be written to outside it: a graph captured
+in it could not be replayed by a ``no_grad`` caller), reading the caller's inference tensors; the
+clones returned are ordinary tensors. The two kinds count alike in :attr:`GraphCache.stats` and
+against ``max_graphs``; evaluation adds one key per (length, batch) it runs at.
+
+Under ``torch.autocast`` (``train.precision=bf16``) the graph, training or inference, is captured
+with autocast's dtype in its key and autocast switched on inside the captured function without its
+cast cache (``cache_enabled=False``: a weight's bfloat16 copy cached across calls cannot live in a
+graph's private memory), and with the caller's autocast switched off around the capture itself
+(``make_graphed_callables`` refuses a cached autocast; the forward-only capture takes the same
+rule, for the same reason). Each replay casts the weights afresh, which is what the eager path
+does once per sequence as well: same numbers, same products.
 
 A call runs eagerly, never from a graph, when the tensors are not on CUDA (``device_types``), when
 they are not float32 or the path is not the Triton one (the only one captured and measured on a
-GPU), when a Python dispatch mode is on, when no
-gradient is wanted (grad mode off or no input needing one: evaluation, decoding), when the key's
-last replay may still be in use (its outputs alive and not yet back-propagated: a cell called twice
-in one step), or when the cache is full.
+GPU), when a Python dispatch mode is on, when a training key's last replay may still be in use
+(its outputs alive and not yet back-propagated: a cell called twice in one step), or when the
+cache is full.
 :attr:`GraphCache.stats` counts captures, replays and eager calls.
 
 Made safe, so on by default: a replayed graph keeps its outputs and its input gradients in static
@@ -70,12 +87,17 @@ __all__ = ["GraphCache", "GraphKey"]
 
 Outputs = tuple[Tensor, tuple[Tensor, Tensor], dict[str, Tensor]]
 Capture = Callable[[Callable[..., Any], tuple[Tensor, ...]], Callable[..., Any]]
+# (forward function, static input buffers) -> replay(*inputs): copies the inputs into the static
+# buffers, replays, and returns the static output buffers themselves (overwritten by the next call)
+ForwardCapture = Callable[[Callable[..., Any], tuple[Tensor, ...]],
+                          Callable[..., tuple[Tensor, ...]]]
 
 
 @dataclass(frozen=True)
 class GraphKey:
     """What a captured graph is fixed to: every shape, dtype and device, the options that change
-    the computation and which inputs ``(x, h0, c0, W_ih, b_ih, W_hh, b_hh)`` need gradients."""
+    the computation and which inputs ``(x, h0, c0, W_ih, b_ih, W_hh, b_hh)`` need gradients
+    (all ``False``: a forward-only graph, for inference)."""
 
     steps: int
     batch: int
@@ -88,6 +110,11 @@ class GraphKey:
     autocast: torch.dtype | None        # the products' dtype under autocast; None: no autocast
     device: torch.device
     needs_grad: tuple[bool, ...]
+
+    @property
+    def inference(self) -> bool:
+        """Whether this is a forward-only graph's key (no gradient wanted)."""
+        return not any(self.needs_grad)
 
 
 class _OwnGradient(torch.autograd.Function):
@@ -111,6 +138,36 @@ def _make_graphed(fn: Callable[..., Any], samples: tuple[Tensor, ...]) -> Callab
     return torch.cuda.make_graphed_callables(fn, samples)
 
 
+_WARMUP = 3         # eager runs before a capture, as make_graphed_callables does
+
+
+def _capture_forward(fn: Callable[..., Any], static: tuple[Tensor, ...]
+                     ) -> Callable[..., tuple[Tensor, ...]]:
+    """A forward-only CUDA graph of ``fn(*static)`` (called under ``torch.no_grad``): warm-up runs
+    on a side stream, then one capture (PyTorch's recipe for ``torch.cuda.graph``). ``static``
+    are the graph's input buffers; the replay copies its inputs into them and returns the graph's
+    static outputs (aliases: the caller clones them)."""
+    device = static[0].device
+    with torch.cuda.device(device):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(_WARMUP):
+                fn(*static)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outputs = tuple(fn(*static))
+
+    def replay(*inputs: Tensor) -> tuple[Tensor, ...]:
+        for buffer, t in zip(static, inputs):
+            buffer.copy_(t)
+        graph.replay()
+        return outputs
+
+    return replay
+
+
 def _free_fraction(device: torch.device) -> float:
     """The fraction of ``device``'s memory free now (1.0 off CUDA: the tests' stand-ins)."""
     if device.type != "cuda":
@@ -125,14 +182,16 @@ class GraphCache:
     ``max_graphs``: how many keys are captured at most; ``lengths``: if given, only these
     sequence lengths are captured; ``min_free``: no capture while less than this fraction of the
     device's memory is free (``free_memory(device)`` says how much is, by default
-    ``torch.cuda.mem_get_info``). ``capture`` and ``device_types`` are for tests (a stand-in for
-    ``torch.cuda.make_graphed_callables``, and the device types graphs are used on).
+    ``torch.cuda.mem_get_info``). ``capture``, ``capture_forward`` and ``device_types`` are for
+    tests (stand-ins for ``torch.cuda.make_graphed_callables`` and for the forward-only capture
+    :func:`_capture_forward`, and the device types graphs are used on).
     """
 
     def __init__(self, max_graphs: int = 64, lengths: Collection[int] | None = None,
                  capture: Capture | None = None,
                  device_types: Collection[str] = ("cuda",), min_free: float = 0.2,
-                 free_memory: Callable[[torch.device], float] | None = None) -> None:
+                 free_memory: Callable[[torch.device], float] | None = None,
+                 capture_forward: ForwardCapture | None = None) -> None:
         if max_graphs < 1:
             raise ValueError(f"max_graphs must be at least 1, not {max_graphs}")
         if not 0.0 <= min_free < 1.0:
@@ -142,6 +201,7 @@ class GraphCache:
         self.free_memory = free_memory or _free_fraction
         self.lengths = None if lengths is None else frozenset(lengths)
         self.capture: Capture = capture or _make_graphed
+        self.capture_forward: ForwardCapture = capture_forward or _capture_forward
         self.device_types = frozenset(device_types)
         self.graphs: dict[GraphKey, Callable[..., Any]] = {}
         self._live: dict[GraphKey, weakref.ref[Tensor]] = {}
@@ -151,7 +211,8 @@ class GraphCache:
             weight_hh: Tensor, bias_hh: Tensor, n_levels: int, master_input: str,
             impl: str) -> GraphKey | None:
         """The call's key, or ``None`` when it is not to run from a graph at all (wrong device,
-        a dispatch mode, no gradient wanted, a length outside ``lengths``)."""
+        a dispatch mode, a length outside ``lengths``). No gradient wanted (grad mode off or no
+        input needing one): a forward-only key, its gradient needs all ``False``."""
         tensors = (x, *state, weight_ih, bias_ih, weight_hh, bias_hh)
         if x.device.type not in self.device_types or any(
                 t.device != x.device for t in tensors):
@@ -162,7 +223,7 @@ class GraphCache:
             return None
         needs = tuple(t.requires_grad for t in tensors)
         if not (torch.is_grad_enabled() and any(needs)):
-            return None
+            needs = (False,) * len(tensors)         # inference: a forward-only graph
         T, B, input_size = x.shape
         if self.lengths is not None and T not in self.lengths:
             return None
@@ -194,6 +255,12 @@ class GraphCache:
             return onlstm_sequence(*args, impl=impl)
         assert key is not None
         inputs = (x, *state, weight_ih, bias_ih, weight_hh, bias_hh)
+        if key.inference:
+            # outside inference mode (module docstring); copies: the next replay overwrites
+            with torch.inference_mode(False), torch.no_grad():
+                out, h, c, df, di = (t.clone() for t in graphed(*inputs))
+            self.stats["replayed"] += 1
+            return out, (h, c), {"df": df, "di": di}
         inputs = tuple(_OwnGradient.apply(t) if t.is_leaf and t.requires_grad else t
                        for t in inputs)
         # copies: the graph's static output buffers are overwritten by its next replay
@@ -218,12 +285,13 @@ class GraphCache:
         graphed = self.graphs.get(key)
         if (graphed is None and len(self.graphs) < self.max_graphs
                 and self.free_memory(key.device) >= self.min_free):
-            graphed = self.graphs[key] = self._capture(args, impl, key.autocast)
+            graphed = self.graphs[key] = self._capture(args, impl, key.autocast,
+                                                       key.inference)
             self.stats["captured"] += 1
         return graphed
 
-    def _capture(self, args: tuple[Any, ...], impl: str, low: torch.dtype | None
-                 ) -> Callable[..., Any]:
+    def _capture(self, args: tuple[Any, ...], impl: str, low: torch.dtype | None,
+                 inference: bool = False) -> Callable[..., Any]:
         from treelm.kernels import onlstm_sequence
 
         x, (h0, c0), weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input = args
@@ -238,9 +306,14 @@ class GraphCache:
                                                    bias_hh, n_levels, master_input, impl=impl)
             return out, h, c, aux["df"], aux["di"]
 
+        tensors = (x, h0, c0, weight_ih, bias_ih, weight_hh, bias_hh)
+        if inference:
+            # the static input buffers: copies of this call's inputs, ordinary tensors
+            with (torch.inference_mode(False), torch.no_grad(),
+                  torch.autocast(device_type, enabled=False)):     # as for training (docstring)
+                return self.capture_forward(sequence, tuple(t.detach().clone() for t in tensors))
         # the samples: same shapes, values and gradient needs, as leaves of their own
-        samples = tuple(t.detach().clone().requires_grad_(t.requires_grad)
-                        for t in (x, h0, c0, weight_ih, bias_ih, weight_hh, bias_hh))
+        samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in tensors)
         with torch.autocast(device_type, enabled=False):   # the caller's, cached: refused
             return self.capture(sequence, samples)
 
