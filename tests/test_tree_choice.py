@@ -295,6 +295,26 @@ def test_best_trees_absent_is_one_line(lm_run, capsys):
         treelm.load(lm_run, "best-trees")
 
 
+def test_a_missing_rule_checkpoint_says_why(chosen, tmp_path, capsys):
+    """A run trained before the checkpoints per rule (its pointer has best-trees alone), and one
+    whose train.eval_parse scored one rule: one line each, naming the reason."""
+    run = _copy(chosen, tmp_path)
+    ptr = json.loads((run / "checkpoint.json").read_text(encoding="utf-8"))
+    for name in ("best-trees-official", "best-trees-split"):
+        del ptr[name]
+    (run / "checkpoint.json").write_text(json.dumps(ptr), encoding="utf-8")
+    assert _error(capsys, "parse", run, SENTENCE, "--checkpoint", "best-trees-split") == (
+        f"treelm: error: {run} has no best-trees-split checkpoint: it was trained before treelm "
+        f"kept a checkpoint per rule; best-trees is its best dev trees under either rule")
+    cfg = (run / "config.yaml").read_text(encoding="utf-8")
+    assert "  eval_parse:\n" in cfg and "rules:" not in cfg       # (the default: both rules)
+    (run / "config.yaml").write_text(
+        cfg.replace("  eval_parse:\n", "  eval_parse:\n    rules: [official]\n"), encoding="utf-8")
+    assert _error(capsys, "parse", run, SENTENCE, "--checkpoint", "best-trees-split") == (
+        f"treelm: error: {run} has no best-trees-split checkpoint: its train.eval_parse.rules "
+        f"do not score the split rule")
+
+
 def test_best_trees_reads_the_averaged_weights_as_best_does(chosen, tmp_path):
     """NT-ASGD: where a checkpoint has averaged weights, best-trees is evaluated with them (as
     its validation scored them), last with the live ones (what a resume continues)."""

@@ -90,7 +90,8 @@ def load_run(path: str | Path, which: str = "best",
         raise CheckpointError(f"{files.path}: holds a {cls.name!r} run; this command needs a "
                               f"{' or '.join(map(repr, names))} run")
     if which not in pointer:
-        raise CheckpointError(f"{files.path} has no {which} checkpoint: {_missing(which, cfg)}")
+        raise CheckpointError(f"{files.path} has no {which} checkpoint: "
+                              f"{_missing(which, cfg, pointer)}")
     for line in files.changed_data():
         print(f"treelm: warning: {line}", file=sys.stderr, flush=True)
     config = read_run_config(cfg)
@@ -101,12 +102,19 @@ def load_run(path: str | Path, which: str = "best",
     return Run(files.path, cfg, task, model, pointer.get("precision", "fp32"), which)
 
 
-def _missing(which: str, cfg: dict[str, Any]) -> str:
+def _missing(which: str, cfg: dict[str, Any], pointer: dict[str, Any]) -> str:
     """Why a run lacks checkpoint ``which`` (only ``best-trees*`` can be missing)."""
     if not which.startswith("best-trees"):
         return "the run directory is incomplete"
-    if not (cfg.get("train") or {}).get("eval_parse"):
+    ep = (cfg.get("train") or {}).get("eval_parse")
+    if not ep:
         return "it was trained without train.eval_parse"
+    rule = which.removeprefix("best-trees-") if which != "best-trees" else None
+    if rule and isinstance(ep, dict) and rule not in (ep.get("rules") or [rule]):
+        return f"its train.eval_parse.rules do not score the {rule} rule"
+    if rule and "best-trees" in pointer:     # trained before runs kept one checkpoint per rule
+        return ("it was trained before treelm kept a checkpoint per rule; best-trees is its "
+                "best dev trees under either rule")
     return ("no validation of it has chosen on dev trees yet (a test treebank, nltk-test or "
             "sinica-test, never chooses)")
 
