@@ -255,19 +255,17 @@ class GraphCache:
             return onlstm_sequence(*args, impl=impl)
         assert key is not None
         inputs = (x, *state, weight_ih, bias_ih, weight_hh, bias_hh)
-        if key.inference:
-            # outside inference mode (module docstring); copies: the next replay overwrites
-            with torch.inference_mode(False), torch.no_grad():
-                out, h, c, df, di = (t.clone() for t in graphed(*inputs))
-            self.stats["replayed"] += 1
-            return out, (h, c), {"df": df, "di": di}
-        inputs = tuple(_OwnGradient.apply(t) if t.is_leaf and t.requires_grad else t
-                       for t in inputs)
         # copies: the graph's static output buffers are overwritten by its next replay
-        out, h, c, df, di = (t.clone() for t in graphed(*inputs))
+        if key.inference:
+            with torch.inference_mode(False), torch.no_grad():     # (module docstring)
+                out, h, c, df, di = (t.clone() for t in graphed(*inputs))
+        else:
+            inputs = tuple(_OwnGradient.apply(t) if t.is_leaf and t.requires_grad else t
+                           for t in inputs)
+            out, h, c, df, di = (t.clone() for t in graphed(*inputs))
+            self._live[key] = weakref.ref(out)
+            out.register_hook(self._released(key))  # back-propagated: the buffers are free again
         self.stats["replayed"] += 1
-        self._live[key] = weakref.ref(out)
-        out.register_hook(self._released(key))     # back-propagated: the buffers are free again
         return out, (h, c), {"df": df, "di": di}
 
     def _released(self, key: GraphKey) -> Callable[[Tensor], None]:
@@ -285,17 +283,15 @@ class GraphCache:
         graphed = self.graphs.get(key)
         if (graphed is None and len(self.graphs) < self.max_graphs
                 and self.free_memory(key.device) >= self.min_free):
-            graphed = self.graphs[key] = self._capture(args, impl, key.autocast,
-                                                       key.inference)
+            graphed = self.graphs[key] = self._capture(args, impl, key)
             self.stats["captured"] += 1
         return graphed
 
-    def _capture(self, args: tuple[Any, ...], impl: str, low: torch.dtype | None,
-                 inference: bool = False) -> Callable[..., Any]:
+    def _capture(self, args: tuple[Any, ...], impl: str, key: GraphKey) -> Callable[..., Any]:
         from treelm.kernels import onlstm_sequence
 
         x, (h0, c0), weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input = args
-        device_type = x.device.type
+        device_type, low = x.device.type, key.autocast
 
         def sequence(x: Tensor, h0: Tensor, c0: Tensor, weight_ih: Tensor, bias_ih: Tensor,
                      weight_hh: Tensor, bias_hh: Tensor) -> tuple[Tensor, ...]:
@@ -307,7 +303,7 @@ class GraphCache:
             return out, h, c, aux["df"], aux["di"]
 
         tensors = (x, h0, c0, weight_ih, bias_ih, weight_hh, bias_hh)
-        if inference:
+        if key.inference:
             # the static input buffers: copies of this call's inputs, ordinary tensors
             with (torch.inference_mode(False), torch.no_grad(),
                   torch.autocast(device_type, enabled=False)):     # as for training (docstring)
