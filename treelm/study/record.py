@@ -52,12 +52,11 @@ def run_choice(scores: dict[str, Any], rules: Sequence[str]) -> dict[str, Any]:
     """One run's own choice on its dev scores, as a run makes it while it trains
     (:func:`treelm.syntax.tracking.choose`: the (rule, layer) of the highest sentence F1; ties
     to the official rule, then the lower layer); per rule, the best layer."""
-    from treelm.syntax.tracking import choose, key_parts, score_key
+    from treelm.syntax.tracking import by_rule, choose, score_key
 
     dev = {score_key(r, int(k)): v["sentence_f1"] for r in rules
            for k, v in scores[r]["dev"].items()}
-    per_rule = {r: str(choose({k: f for k, f in dev.items() if key_parts(k)[0] == r})[1])
-                for r in rules}
+    per_rule = {r: str(choose(mine)[1]) for r, mine in by_rule(dev).items()}
     rule, layer, _ = choose(dev)
     return {"rule": rule, "layer": str(layer), "per_rule": per_rule}
 

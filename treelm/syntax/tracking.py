@@ -50,6 +50,14 @@ def key_parts(key: str) -> tuple[str, int]:
     return rule, int(layer[1:])
 
 
+def by_rule(scores: dict[str, float]) -> dict[str, dict[str, float]]:
+    """``scores`` (keyed by :func:`score_key`) split per rule, in the order the rules appear."""
+    out: dict[str, dict[str, float]] = {}
+    for k, f in scores.items():
+        out.setdefault(key_parts(k)[0], {})[k] = f
+    return out
+
+
 def chooses(treebank: str, paths: bool) -> bool:
     """Whether scores on ``treebank`` may choose a layer and rule: a named development part
     always, another named treebank never (it holds test sentences), a path as ``paths`` says

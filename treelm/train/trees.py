@@ -51,7 +51,7 @@ from treelm.rundir.trees import (
     write_choices,
 )
 from treelm.syntax.report import MissingTreebankError
-from treelm.syntax.tracking import ParseTracker, choose, chooses, key_parts
+from treelm.syntax.tracking import ParseTracker, by_rule, choose, chooses
 from treelm.train.config import EvalParse
 from treelm.train.state import LoopState
 
@@ -87,9 +87,8 @@ class TrainingTrees(ParseTracker):
         if not s.tree_top or record["sentence_f1"] > s.tree_top["sentence_f1"]:
             s.tree_top = record
             self.pending.add(BEST_TREES)
-        for rule in sorted({key_parts(k)[0] for k in scores}):
-            record = self._record({k: f for k, f in scores.items() if key_parts(k)[0] == rule},
-                                  s, HOW_BEST_RULE)
+        for rule, mine in sorted(by_rule(scores).items()):
+            record = self._record(mine, s, HOW_BEST_RULE)
             top = s.tree_top_rule.get(rule)
             if not top or record["sentence_f1"] > top["sentence_f1"]:
                 s.tree_top_rule[rule] = record
