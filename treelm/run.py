@@ -109,7 +109,9 @@ def _missing(which: str, cfg: dict[str, Any], pointer: dict[str, Any]) -> str:
     ep = (cfg.get("train") or {}).get("eval_parse")
     if not ep:
         return "it was trained without train.eval_parse"
-    rule = which.removeprefix("best-trees-") if which != "best-trees" else None
+    from treelm.rundir.trees import checkpoint_rule
+
+    rule = checkpoint_rule(which)
     if rule and isinstance(ep, dict) and rule not in (ep.get("rules") or [rule]):
         return f"its train.eval_parse.rules do not score the {rule} rule"
     if rule and "best-trees" in pointer:     # trained before runs kept one checkpoint per rule

@@ -50,6 +50,13 @@ def rule_checkpoint(rule: str) -> str:
     return f"{BEST_TREES}-{rule}"
 
 
+def checkpoint_rule(name: str) -> str | None:
+    """The rule of a :func:`rule_checkpoint` name (``best-trees-split``: ``split``); None for
+    any other checkpoint."""
+    head, sep, rule = name.partition(f"{BEST_TREES}-")
+    return rule if sep and not head and rule else None
+
+
 @dataclass(frozen=True)
 class TreeChoice:
     """The layer and rule chosen for checkpoint ``checkpoint`` (its directory ``path``) on the
@@ -135,4 +142,5 @@ def current_choice(run: str | Path, which: str,
 
 
 __all__ = ["BEST_TREES", "HOW_BEST", "HOW_BEST_RULE", "HOW_BEST_TREES", "HOW_EVAL_PARSE",
-           "TreeChoice", "current_choice", "read_choices", "rule_checkpoint", "write_choices"]
+           "TreeChoice", "checkpoint_rule", "current_choice", "read_choices", "rule_checkpoint",
+           "write_choices"]

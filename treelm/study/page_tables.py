@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from treelm.rundir.trees import checkpoint_rule
 from treelm.study.markdown import (
     BASELINES,
     TRIVIAL,
@@ -145,10 +146,10 @@ def checkpoint_says(checkpoint: str) -> str:
     if checkpoint == "best-trees":
         return (" (the validation with the best dev sentence F1 under either rule: a choice made "
                 "on labelled dev data)")
-    if checkpoint.startswith("best-trees-"):
-        return (f" (the validation with the best dev sentence F1 under the "
-                f"{checkpoint.removeprefix('best-trees-')} rule alone: a choice made on labelled "
-                f"dev data; read its rows of that rule)")
+    rule = checkpoint_rule(checkpoint)
+    if rule:
+        return (f" (the validation with the best dev sentence F1 under the {rule} rule alone: a "
+                f"choice made on labelled dev data; read its rows of that rule)")
     return ""
 
 

@@ -40,6 +40,7 @@ import yaml
 from treelm.config import ConfigError, UniqueKeyLoader, load_config, parse_section
 from treelm.errors import read_text
 from treelm.run import CHECKPOINTS
+from treelm.rundir.trees import checkpoint_rule
 from treelm.syntax.trees import TREE_STYLES as TREE_RULES
 
 #: What a study's dev scores may decide.
@@ -279,8 +280,7 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         if bad or not trees.rules:
             raise ConfigError(f"{p}: score.trees.rules = {trees.rules!r}: expected a list of "
                               f"{' and '.join(TREE_RULES)}")
-        known = [c for c in CHECKPOINTS
-                 if not c.startswith("best-trees-") or c.removeprefix("best-trees-") in trees.rules]
+        known = [c for c in CHECKPOINTS if checkpoint_rule(c) in (None, *trees.rules)]
         bad = [c for c in trees.checkpoints if c not in known]
         if bad or not trees.checkpoints:
             raise ConfigError(f"{p}: score.trees.checkpoints: unknown {bad}; "
