@@ -136,6 +136,9 @@ def uninterrupted(tmp_path_factory) -> dict[str, Any]:
     ("  eval: [{split: test}]", "  eval: [{split: test}]\n  bleu: {}",
      "score: expected the keys trees and/or eval"),
     ("  paper: {}", "  paper: {train.lr: [1, 2]}", "run paper/1"),
+    ("name: tiny", "name: ../x", "name '../x': a plain name (letters, digits, '.', '_', '-'"),
+    ("name: tiny", "name: a/b", "name 'a/b': a plain name (letters, digits, '.', '_', '-'"),
+    ("name: tiny", "name: ..", "name '..': a plain name"),
 ])
 def test_a_bad_study_file_is_one_line_before_anything_runs(tmp_path, capsys, old, new, says):
     study = write_study(tmp_path)
@@ -146,6 +149,21 @@ def test_a_bad_study_file_is_one_line_before_anything_runs(tmp_path, capsys, old
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and says in err, err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("key, where", [("runs", "treelm/x"), ("runs", "tests"),
+                                        ("record", "configs/x.json")])
+def test_runs_and_record_stay_out_of_the_project_sources(tmp_path, capsys, key, where):
+    study = write_study(tmp_path)
+    text = study.read_text()
+    start = text.index(f"\n{key}: ") + 1
+    end = text.index("\n", start)
+    study.write_text(text[:start] + f"{key}: {ROOT / where}" + text[end:])
+    assert main(["study", str(study), "--status"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{key}: {ROOT / where} lies inside the project's {where.split('/')[0]}/" in err, err
+    assert not (ROOT / where).exists() or where == "tests"
 
 
 def test_a_missing_study_file_and_config(tmp_path, capsys):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -202,6 +203,11 @@ class Study:
                 f"rules: [{', '.join(t.rules)}]}}"]
 
 
+#: A study's name: it names ``runs/<name>`` and the record's file.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+#: The project's folders no study writes into.
+SOURCE_FOLDERS = ("treelm", "tests", "configs")
+
 STUDY_KEYS = ("name", "config", "variants", "seeds", "budget", "overrides", "score", "choose",
               "page", "runs", "record", "launcher", "env")
 
@@ -303,6 +309,9 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         raise ConfigError(f"{p}: choose {choose}: layer and rule are chosen on tree scores; "
                           f"add score.trees")
     name = str(raw.get("name") or p.stem)
+    if not PLAIN_NAME.fullmatch(name) or name in (".", ".."):
+        raise ConfigError(f"{p}: name {name!r}: a plain name (letters, digits, '.', '_', '-'; "
+                          f"not '.' or '..'), used for runs/<name> and the record's file")
     env = raw.get("env") or {}
     if not isinstance(env, dict):
         raise ConfigError(f"{p}: env: expected a mapping NAME: value")
@@ -317,8 +326,21 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         launcher=parse_section(Launcher, raw.get("launcher"), "launcher"),
         env={str(k): str(v) for k, v in env.items()}, raw=raw, choose_on=choose_on)
     study.budget.overrides()              # both kinds of one budget: said now
+    _outside_sources(p, "runs", study.runs)
+    if study.record is not None:
+        _outside_sources(p, "record", study.record)
     _check_runs(study)
     return study
+
+
+def _outside_sources(p: Path, key: str, path: Path) -> None:
+    """A study writes its runs and record nowhere inside the project's own source folders."""
+    root = Path(__file__).resolve().parents[2]
+    where = path.resolve()
+    for folder in SOURCE_FOLDERS:
+        if where.is_relative_to(root / folder):
+            raise ConfigError(f"{p}: {key}: {path} lies inside the project's {folder}/; a study "
+                              f"writes outside {', '.join(f + '/' for f in SOURCE_FOLDERS)}")
 
 
 def _check_runs(study: Study) -> None:
