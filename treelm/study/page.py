@@ -35,6 +35,7 @@ from treelm.study.markdown import NLTK_DATA, rel, s_
 from treelm.study.page_runs import curve_section, runs_section, sentences
 from treelm.study.page_tables import (
     baselines,
+    ensembles,
     other_checkpoints,
     per_run_choice,
     per_variant,
@@ -167,7 +168,7 @@ def page_text(record: dict[str, Any], study: Study, record_path: str, page: Path
     if record["summary"].get("trees"):
         lines += result(record) + per_variant(record) + per_run_choice(record)
         lines += other_checkpoints(record)
-        lines += baselines(record)
+        lines += ensembles(record) + baselines(record)
     lines += scores(record)
     if record["runs"]:
         lines += curve_section(record, study.name, img, draw) + runs_section(record)

@@ -216,6 +216,51 @@ def baselines(record: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def ensembles(record: dict[str, Any]) -> list[str]:
+    """The tree averages of the study's runs (:mod:`treelm.study.ensemble`): every group and
+    reading set on dev and test, beside each run's own choice the same runs read alone, and the
+    ensemble dev chose."""
+    ens, trees = record.get("ensembles") or {}, record["study"]["score"]["trees"]
+    if not ens.get("groups"):
+        return []
+    first = next(iter(next(iter(ens["groups"].values())).values()))
+    parts = [p for p in ("dev", *test_parts(trees)) if p in first]
+    main = parts[1] if len(parts) > 1 else parts[0]
+    lines = ["## Tree averages of the runs", "",
+             "Per sentence, the binary tree with the most span votes of a group's readings (tree "
+             "averaging, Shayegh et al., ICLR 2024; `treelm ensemble`, docs/syntax.md). A "
+             "reading is one run's trees at a checkpoint, a rule and a layer: `own` is each "
+             "run's own dev-chosen rule and layer, `layers` its layers but the first under its "
+             "own rule, `rules` its own layer per rule under each rule, `layers+rules` both, "
+             "`all-layers` every layer under each rule; `@` names the checkpoints. Sentence F1 "
+             "(%); for each run's own choice, the same runs read alone on "
+             f"{part_title(main, trees)} (mean ± std) beside the average. Dev chooses the "
+             "ensemble; test only reports it.",
+             "", "| group | readings | runs | sources | "
+             + " | ".join(part_title(p, trees) for p in parts) + " | runs alone |",
+             "| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in parts) + " | ---: |"]
+    ch = ens.get("chosen") or {}
+    for g, sets in ens["groups"].items():
+        for name, e in sets.items():
+            alone = e.get("single", {}).get(main)
+            cells = [pct(e[p]["sentence_f1"]) for p in parts]
+            if (g, name) == (ch.get("group"), ch.get("readings")):
+                cells = [f"**{c}**" for c in cells]
+            lines.append(f"| `{g}` | `{name}` | {e['runs']} | {e['sources']} | "
+                         + " | ".join(cells) + " | "
+                         + (f"{pct(alone['mean'])} ± {pct(alone['std'])}" if alone else "")
+                         + " |")
+    if ch:
+        lines += ["", f"Chosen on {part_title('dev', trees)}: `{ch['group']}`, "
+                  f"`{ch['readings']}` ({s_(ch['sources'], 'source')}), "
+                  + "; ".join(f"{part_title(p, trees)} {pct(ch[p]['sentence_f1'])}"
+                              for p in parts) + "."]
+    if ens.get("missing"):
+        lines += ["", "Runs whose trees the record does not keep (scored before readings were "
+                  "kept) are left out: " + ", ".join(f"`{k}`" for k in ens["missing"]) + "."]
+    return lines + [""]
+
+
 # ----------------------------------------------------------------------------- the task's scores
 def scores(record: dict[str, Any]) -> list[str]:
     s = record["summary"].get("scores")

@@ -5,6 +5,8 @@
     eval[name]              = the task's ``treelm eval`` scores of ``best`` (a language model's
                               sample: {text}; its probe: {prefix: [[symbol, p], ...]})
     curve                   = one point per validation: tokens, minutes, loss/ppl, tree F1
+    readings[c][rule][k][p] = the trees of layer k of checkpoint c under ``rule`` on ``p`` (dev,
+                              test at all lengths), as bits (treelm.syntax.tree_codes)
 
 The figures are those :func:`treelm.syntax.report.parsing_report` and ``Task.evaluate`` give, the
 functions behind ``treelm eval-parse`` and ``treelm eval``, so a record's number is the number
@@ -91,7 +93,41 @@ def score_trees(run_dir: Path, trees: dict[str, Any]) -> dict[str, Any]:
             for text, lv in zip(trees["sentences"], sentence_levels(r.model, r.vocab, words)):
                 sentences[text] = {rule: {str(k): lv.tree(k, rule) for k in lv.layers}
                                    for rule in trees["rules"]}
-    return {"trees": out, **({"sentences": sentences} if sentences else {})}
+    readings = {c: run_readings(run_dir, c, trees) for c in trees["checkpoints"]}
+    return {"trees": out, "readings": readings,
+            **({"sentences": sentences} if sentences else {})}
+
+
+def run_readings(run_dir: Path, checkpoint: str, trees: dict[str, Any]) -> dict[str, Any]:
+    """Every tree a checkpoint reads, on dev and on test at all lengths, as bits
+    (:mod:`treelm.syntax.tree_codes`): ``{rule: {layer: {part: code}}}``. What ensembles of the
+    study's runs are made of, kept in the record so that they need no retraining. The trees are
+    those :func:`parsing_report` scores (the same levels, :func:`build_tree` under each rule)."""
+    import torch
+
+    from treelm.run import load_run
+    from treelm.syntax.levels import onlstm_layers, sentence_levels
+    from treelm.syntax.report import load_golds
+    from treelm.syntax.tree_codes import encode_trees
+    from treelm.syntax.trees import build_tree
+
+    r = load_run(run_dir, checkpoint, expect="lm")
+    if torch.cuda.is_available():
+        r.model.cuda()
+    layers = onlstm_layers(r.model) if trees["layers"] == "all" else trees["layers"]
+    out: dict[str, Any] = {}
+    for part, treebank in (("dev", trees["dev"]), ("test", trees.get("test"))):
+        if not treebank:
+            continue
+        golds = load_golds(treebank)
+        levels = sentence_levels(r.model, r.vocab, [g.words for g in golds])
+        for k in layers:
+            row = levels[0].row(k)
+            for rule in trees["rules"]:
+                tr = [build_tree(lv.df[row], list(range(len(g.words))), rule)
+                      for lv, g in zip(levels, golds)]
+                out.setdefault(rule, {}).setdefault(str(k), {})[part] = encode_trees(tr)
+    return out
 
 
 def eval_key(e: dict[str, Any]) -> str:

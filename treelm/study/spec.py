@@ -98,6 +98,9 @@ class Trees:
     sentences: list[str] = field(default_factory=list)   # parsed by every run at the end
     # scored at the end: best, last, best-trees, best-trees-<rule> (treelm.run.CHECKPOINTS)
     checkpoints: list[str] = field(default_factory=lambda: ["best"])
+    # tree averages of the runs' readings (treelm.study.ensemble): variant names, each its
+    # seeds, and `all` (every run); `ensemble: all` is every variant and `all`. [] : none
+    ensemble: list[str] | str = field(default_factory=list)
 
 
 @dataclass
@@ -291,6 +294,12 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         if bad or not trees.checkpoints:
             raise ConfigError(f"{p}: score.trees.checkpoints: unknown {bad}; "
                               f"{', '.join(known)} (a rule's own for the rules scored)")
+        names = trees.ensemble if isinstance(trees.ensemble, list) else [trees.ensemble]
+        bad = [g for g in names if g != "all" and g not in variants_raw]
+        if bad or (isinstance(trees.ensemble, str) and trees.ensemble != "all"):
+            raise ConfigError(f"{p}: score.trees.ensemble: unknown {bad or trees.ensemble!r}; "
+                              f"a list of the variants ({', '.join(variants_raw)}) and all, "
+                              "or all")
     evals = [parse_section(Eval, e, f"score.eval[{i}]")
              for i, e in enumerate(score.get("eval") or [])]
     for i, e in enumerate(evals):

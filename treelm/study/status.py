@@ -122,7 +122,9 @@ def status_text(study: Study, record: dict[str, Any], record_path: str,
             f"of {study.raw['config']}; record {record_path}; "
             + ", ".join(f"{n} {s}" for s, n in counts.items()))
     lines = [head, "", *run_rows(study, record, states, progress)]
-    summary = tree_lines(record) + score_lines(record)
+    from treelm.study.ensemble import status_lines
+
+    summary = tree_lines(record) + status_lines(record) + score_lines(record)
     if summary:
         lines += ["", *summary]
     return "\n".join(lines)
