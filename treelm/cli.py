@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parse(sub)
     add_plot(sub)
     add_plot_tree(sub)
+    from treelm.parsing.ensemble import add_ensemble
+    add_ensemble(sub)
     from treelm.tag.commands import add_tag
     add_tag(sub)
     from treelm.suite.commands import add_suite

@@ -1,5 +1,6 @@
 """The verbs of unsupervised syntax: ``treelm parse``, ``eval-parse``, ``plot`` and ``plot-tree``
-(:mod:`treelm.parsing.commands`).
+(:mod:`treelm.parsing.commands`), and ``ensemble``, the tree average of runs and tree files
+(:mod:`treelm.parsing.ensemble`).
 
 They sit above the Python API (:mod:`treelm.api`): ``parse`` opens its run as a
 :class:`~treelm.api.model.TreelmModel` and reads its trees through

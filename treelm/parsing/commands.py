@@ -77,6 +77,9 @@ EVAL_EPILOG = """examples:
   treelm eval-parse runs/sinica --treebank sinica-dev                  # Chinese: choose here...
   treelm eval-parse runs/sinica --treebank sinica-test --layer 2       # ...report here
   treelm eval-parse --baseline all --treebank sinica-test              # Chinese baselines
+  treelm eval-parse --trees cpcfg-test.txt --treebank nltk-test        # another parser's trees
+  treelm parse runs/onlstm --input nltk-test.txt > onlstm-test.txt     # a run's, as a file...
+  treelm eval-parse --trees onlstm-test.txt --treebank nltk-test       # ...scores as the run
 """
 
 PLOT_EPILOG = """examples:
@@ -228,25 +231,34 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
 
 # ----------------------------------------------------------------------------- eval-parse
 def cmd_eval_parse(args: argparse.Namespace) -> int:
-    """unlabeled parsing F1 of a run's ON-LSTM layers against a treebank
+    """unlabeled parsing F1 of a run's ON-LSTM layers, or of a file of trees, against a treebank
 
     Score the trees read off every ON-LSTM layer (or --layer K) against gold Penn-Treebank trees,
     next to the trivial baselines, as in Table 2 of Shen et al. (2019): sentence-level F1 (the
     paper's number) and corpus-level F1, per-label recall, mean word depth and tree height. Gold
     trees get the ON-LSTM/PRPN preprocessing (punctuation and empty elements removed, lower-case,
     digits -> N); --max-len 10 on the whole WSJ gives WSJ10. The Sinica treebanks (Chinese) get
-    the same without case or digit mapping. Without RUN_DIR, --baseline scores baselines alone.
+    the same without case or digit mapping. --trees FILE scores any parser's trees the same way
+    (with or without RUN_DIR; repeatable): one bracketed tree a line, in the treebank's order,
+    with or without labels, whose leaves are the sentence's words as preprocessed (a line that
+    differs is an error naming it and the first differing word; see docs/syntax.md); 'treelm
+    parse RUN --input SENTENCES' writes such a file. Without RUN_DIR or --trees, --baseline
+    scores baselines alone.
     On a dev treebank (nltk-dev, sinica-dev) the run keeps the layer of the highest sentence F1
     (with an earlier run of the other --style: the rule too) as the default of parse, plot and
     serve for the checkpoint scored (trees.json; said on stderr); a test treebank or a file
     never chooses.
     """
-    from treelm.syntax.report import format_table, parsing_report
+    from treelm.syntax.report import format_table, parsing_report, tree_file_golds
 
-    if args.run_dir is None and not args.baseline:
-        raise TreelmError("eval-parse needs RUN_DIR, or --baseline to score baselines alone")
+    if args.run_dir is None and not args.baseline and not args.trees:
+        raise TreelmError("eval-parse needs RUN_DIR, --trees FILE, or --baseline to score "
+                          "baselines alone")
     if args.run_dir is None and args.layer is not None:
         raise TreelmError("--layer needs RUN_DIR")
+    golds = trees = None
+    if args.trees:          # read and checked before a run is loaded
+        golds, trees = tree_file_golds(args.trees, args.treebank, args.max_len)
     run = layers = None
     if args.run_dir is not None:
         run, available = _open_run(args)
@@ -264,7 +276,7 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     report = parsing_report(args.treebank, args.max_len, run=run, layers=layers,
                             checkpoint=args.checkpoint, style=args.style, baselines=names,
                             seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk,
-                            labels=args.labels)
+                            labels=args.labels, trees=trees, golds=golds)
     if args.format == "json":
         print(json.dumps(report), flush=True)
     else:
@@ -281,7 +293,12 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
 def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
     p = add_verb(sub, "eval-parse", cmd_eval_parse, epilog=EVAL_EPILOG)
     p.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
-                   help="a trained run with ON-LSTM layers (optional with --baseline)")
+                   help="a trained run with ON-LSTM layers (optional with --trees or --baseline)")
+    p.add_argument("--trees", action="append", metavar="FILE",
+                   help="score the trees of FILE (repeatable): one bracketed tree a line, for "
+                   "every sentence of the treebank in its order (or for those of <= --max-len "
+                   "words), leaves the preprocessed words, labels or none: ((the cat) sat), "
+                   "(S (NP the cat) (VP sat))")
     p.add_argument("--treebank", required=True,
                    metavar="nltk-dev|nltk-test|nltk|sinica-dev|sinica-test|sinica|PATH",
                    help="'nltk' (the NLTK WSJ sample found through NLTK_DATA; nothing is "

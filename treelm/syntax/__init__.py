@@ -16,14 +16,25 @@
   whose encoder has ON-LSTM layers (either direction of a bidirectional encoder);
 * :mod:`treelm.syntax.sources` -- ``level_source``, where the verbs obtain levels: the one place
   that tells the two kinds of run apart (above both modules, which do not import each other);
-* :mod:`treelm.syntax.parse` -- reading input lines into levels, a chunk at a time.
+* :mod:`treelm.syntax.parse` -- reading input lines into levels, a chunk at a time;
+* :mod:`treelm.syntax.tree_files` -- files of bracketed trees from any parser (one a line, any
+  labels), read against the sentences they parse;
+* :mod:`treelm.syntax.average` -- tree averaging (Shayegh et al., ICLR 2024): per sentence, the
+  binary tree sharing the most spans with K sources' trees, by dynamic programming over spans.
 
-The verbs ``parse``, ``eval-parse``, ``plot`` and ``plot-tree`` are in :mod:`treelm.parsing`,
-above the API (:mod:`treelm.api`), which reads trees through this package.
+The verbs ``parse``, ``eval-parse``, ``ensemble``, ``plot`` and ``plot-tree`` are in
+:mod:`treelm.parsing`, above the API (:mod:`treelm.api`), which reads trees through this package.
 
 Gold trees come from :mod:`treelm.data.treebank`.
 """
 
+from treelm.syntax.average import (
+    average_tree,
+    average_trees,
+    best_binary_tree,
+    span_votes,
+    tree_votes,
+)
 from treelm.syntax.baselines import (
     balanced,
     balanced_left,
@@ -41,6 +52,7 @@ from treelm.syntax.metrics import (
     sentence_f1,
     sentence_prf,
 )
+from treelm.syntax.tree_files import read_tree, read_tree_file, read_tree_lines
 from treelm.syntax.trees import (
     ascii_tree,
     build_tree,
@@ -59,8 +71,11 @@ from treelm.syntax.trees import (
 __all__ = [
     "PRF",
     "ascii_tree",
+    "average_tree",
+    "average_trees",
     "balanced",
     "balanced_left",
+    "best_binary_tree",
     "brackets",
     "build_tree",
     "corpus_f1",
@@ -74,12 +89,17 @@ __all__ = [
     "random_tree",
     "read_bracket_tree",
     "read_json_tree",
+    "read_tree",
+    "read_tree_file",
+    "read_tree_lines",
     "right_branching",
     "sentence_f1",
     "sentence_prf",
+    "span_votes",
     "tree_depth",
     "tree_leaves",
     "tree_spans",
     "tree_to_brackets",
     "tree_to_json",
+    "tree_votes",
 ]

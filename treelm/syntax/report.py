@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from treelm.data.treebank import (
@@ -29,7 +29,7 @@ from treelm.data.treebank import (
 from treelm.errors import TreelmError
 from treelm.syntax.baselines import DEFAULT_BASELINES, evaluate_baselines
 from treelm.syntax.metrics import evaluate, label_recall, mean_depth
-from treelm.syntax.trees import ascii_tree, build_tree, tree_to_brackets, tree_to_json
+from treelm.syntax.trees import Tree, ascii_tree, build_tree, tree_to_brackets, tree_to_json
 
 #: Label-recall columns of the table by default (the paper's Table 2 shows these six).
 TABLE_LABELS = ("NP", "VP", "PP", "ADJP", "SBAR", "ADVP")
@@ -73,23 +73,59 @@ def load_golds(treebank: str | os.PathLike[str], max_len: int | None = None) -> 
     return golds
 
 
-def evaluate_layers(run: Any, golds: Sequence[GoldTree], layers: Sequence[int],
-                    style: str = "official", batch_size: int = 256, unk: str = "map"
-                    ) -> tuple[dict[int, dict[str, Any]], int]:
-    """``({layer: evaluate(...)}, number of out-of-vocabulary words)`` for a run's model.
+def layer_trees(run: Any, sentences: Sequence[Sequence[str]], layers: Sequence[int],
+                style: str = "official", batch_size: int = 256, unk: str = "map"
+                ) -> tuple[dict[int, list[Tree]], int]:
+    """``({layer: one tree per sentence}, number of out-of-vocabulary words)``: the trees a
+    run's ON-LSTM layers read off word lists, as ``eval-parse`` scores them (and as ``treelm
+    parse`` prints them for the same words at that layer and rule).
 
     The levels of all layers come from one batched pass over the sentences
     (:func:`treelm.syntax.levels.sentence_levels`); each layer then makes its own trees.
     """
     from treelm.syntax.levels import sentence_levels
 
-    levels = sentence_levels(run.model, run.vocab, [g.words for g in golds], batch_size, unk)
-    results = {}
+    levels = sentence_levels(run.model, run.vocab, sentences, batch_size, unk)
+    trees = {}
     for k in layers:
         row = levels[0].row(k)
-        trees = [build_tree(lv.df[row], g.words, style) for lv, g in zip(levels, golds)]
-        results[k] = evaluate(trees, golds)
-    return results, sum(len(lv.unknown) for lv in levels)
+        trees[k] = [build_tree(lv.df[row], words, style) for lv, words in zip(levels, sentences)]
+    return trees, sum(len(lv.unknown) for lv in levels)
+
+
+def evaluate_layers(run: Any, golds: Sequence[GoldTree], layers: Sequence[int],
+                    style: str = "official", batch_size: int = 256, unk: str = "map"
+                    ) -> tuple[dict[int, dict[str, Any]], int]:
+    """``({layer: evaluate(...)}, number of out-of-vocabulary words)`` for a run's model: the
+    trees of :func:`layer_trees` over the gold sentences, scored."""
+    trees, oov = layer_trees(run, [g.words for g in golds], layers, style, batch_size, unk)
+    return {k: evaluate(t, golds) for k, t in trees.items()}, oov
+
+
+def tree_file_golds(paths: Sequence[str | os.PathLike[str]], treebank: str | os.PathLike[str],
+                    max_len: int | None = None
+                    ) -> tuple[list[GoldTree], dict[str, list[Tree]]]:
+    """The gold trees of ``treebank`` (of at most ``max_len`` words) and, for each tree file of
+    ``paths`` (:mod:`treelm.syntax.tree_files`: a tree a line, for every sentence of the
+    treebank or for those of at most ``max_len`` words), its trees of those sentences, by path
+    as given: what ``eval-parse --trees`` scores.
+
+    Raises:
+        TreelmError: see :func:`load_golds`; a file with a wrong number of lines, or a line that
+        is not its sentence's tree (the file, the line and the first word that differs).
+    """
+    from treelm.syntax.tree_files import treebank_tree_file
+
+    every = load_golds(treebank)
+    golds = [g for g in every if max_len is None or len(g.words) <= max_len]
+    if not golds:
+        raise TreelmError(f"{os.fspath(treebank)}: no sentences of <= {max_len} words to "
+                          "evaluate")
+    trees: dict[str, list[Tree]] = {}
+    for path in paths:    # (the golds each file goes with are these, in this order)
+        _, trees[os.fspath(path)] = treebank_tree_file(path, every, os.fspath(treebank),
+                                                       max_len)
+    return golds, trees
 
 
 def parsing_report(treebank: str | os.PathLike[str], max_len: int | None = None, *,
@@ -97,7 +133,9 @@ def parsing_report(treebank: str | os.PathLike[str], max_len: int | None = None,
                    checkpoint: str = "best", style: str = "official",
                    baselines: Sequence[str] = DEFAULT_BASELINES, seeds: Sequence[int] = range(5),
                    batch_size: int = 256, unk: str = "map",
-                   labels: Sequence[str] | None = None) -> dict[str, Any]:
+                   labels: Sequence[str] | None = None,
+                   trees: Mapping[str, Sequence[Tree]] | None = None,
+                   golds: Sequence[GoldTree] | None = None) -> dict[str, Any]:
     """Parsing F1 of a run's ON-LSTM layers and of the baselines against a treebank (Table 2).
 
     Args:
@@ -116,17 +154,23 @@ def parsing_report(treebank: str | os.PathLike[str], max_len: int | None = None,
         labels: label columns a user asked for (``eval-parse --labels``): each must label a
             scored gold constituent, checked before any tree is scored (a misspelt label would
             otherwise be a column the table leaves out without a word).
+        trees: named sets of predicted trees, one tree per gold sentence (a tree file's, a tree
+            average's: :func:`tree_file_golds`), each scored as a layer is.
+        golds: the gold trees, already read (by :func:`tree_file_golds`); default: read from
+            ``treebank`` and ``max_len`` by :func:`load_golds`.
 
     Returns:
         ``{"treebank", "max_len", "n_sentences", "n_words", "style", "run", "checkpoint",
-        "oov_words", "layers": {"k": evaluate(...)}, "best_layer", "baselines", "gold":
-        {"mean_depth", "mean_leaf_depth", "label_counts"}}``; scores are fractions, JSON-ready.
+        "oov_words", "layers": {"k": evaluate(...)}, "best_layer", "trees": {name:
+        evaluate(...)}, "baselines", "gold": {"mean_depth", "mean_leaf_depth",
+        "label_counts"}}``; scores are fractions, JSON-ready.
 
     Raises:
         TreelmError: see :func:`load_golds`; a label of ``labels`` no gold constituent has;
         an unknown layer or word (``unk="error"``).
     """
-    golds = load_golds(treebank, max_len)
+    if golds is None:
+        golds = load_golds(treebank, max_len)
     depth, leaf_depth = mean_depth(g.tree for g in golds)
     gold_counts = {k: t for k, (_, t) in label_recall([g.tree for g in golds], golds).items()}
     lacking = [k for k in labels or () if not gold_counts.get(k)]
@@ -145,6 +189,7 @@ def parsing_report(treebank: str | os.PathLike[str], max_len: int | None = None,
         "oov_words": 0,
         "layers": {},
         "best_layer": None,
+        "trees": {name: evaluate(t, golds) for name, t in (trees or {}).items()},
         "baselines": evaluate_baselines(golds, seeds, baselines),
         "gold": {"mean_depth": depth, "mean_leaf_depth": leaf_depth, "label_counts": gold_counts},
     }
@@ -185,12 +230,17 @@ def format_table(report: dict[str, Any], labels: Sequence[str] = TABLE_LABELS) -
         rows.append([name, *f1s, f"{res['mean_leaf_depth_pred']:.2f}",
                      f"{res['mean_depth_pred']:.2f}",
                      *(_pct(res["label_recall"].get(k, 0.0)) for k in labels)])
+
+    def scored(name: str, res: dict[str, Any]) -> list[str]:
+        return [name, _pct(res["sentence_f1"]), _pct(res["corpus_f1"]),
+                f"{res['mean_leaf_depth_pred']:.2f}", f"{res['mean_depth_pred']:.2f}",
+                *(_pct(res["label_recall"].get(k, 0.0)) for k in labels)]
+
     best = report.get("best_layer")
     for k, res in report.get("layers", {}).items():
         mark = " *" if int(k) == best and len(report["layers"]) > 1 else ""
-        rows.append([f"ON-LSTM layer {k}{mark}", _pct(res["sentence_f1"]), _pct(res["corpus_f1"]),
-                     f"{res['mean_leaf_depth_pred']:.2f}", f"{res['mean_depth_pred']:.2f}",
-                     *(_pct(res["label_recall"].get(k2, 0.0)) for k2 in labels)])
+        rows.append(scored(f"ON-LSTM layer {k}{mark}", res))
+    rows += [scored(name, res) for name, res in report.get("trees", {}).items()]
     gold = report["gold"]
     rows.append(["gold trees", "", "", f"{gold['mean_leaf_depth']:.2f}",
                  f"{gold['mean_depth']:.2f}", *(str(gold_counts[k]) for k in labels)])

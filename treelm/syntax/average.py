@@ -1,0 +1,211 @@
+"""Tree averaging: per sentence, the binary tree that shares the most spans with K source trees.
+
+Shayegh, Cao, Wang, Rudzicz and Mou, "Ensemble Distillation for Unsupervised Constituency
+Parsing" (ICLR 2024) average the trees of several parsers ("teachers") this way. For a sentence
+of ``n`` words, source trees ``T_1 … T_K`` and weights ``w_k >= 0`` (all 1 by default), the
+average is
+
+    T* = argmax_{T binary over the n words}  sum_k w_k |S(T) ∩ S(T_k)|,
+
+where ``S(T)`` is the set of spans ``(i, j)`` of ``T`` (words ``i .. j-1``, from 0) with
+``2 <= j - i <= n - 1``: single words and the whole sentence are in every tree, so they are left
+out, as the F1 of :mod:`treelm.syntax.metrics` leaves them out. A source tree may be n-ary or
+have unary nodes: only its spans count. The objective is a sum over the spans of ``T`` of the
+vote ``v(i, j) = sum_k w_k [(i, j) ∈ S(T_k)]`` (:func:`span_votes`), so a CKY recursion over
+spans finds the maximum exactly:
+
+    best(i, i+1) = 0,    best(i, j) = v(i, j) + max_{i<k<j} best(i, k) + best(k, j).
+
+Cost per sentence: ``O(K·n)`` for the votes (a tree has at most ``n - 1`` spans) and ``O(n^3)``
+for the recursion, whose inner maximum over the split ``k`` is one numpy operation for all spans
+of one length (:func:`best_binary_tree`; no Python recursion, so long sentences are fine).
+
+**Ties** go to the smallest split point ``k`` at every span (the first maximum), so among the
+trees of the highest objective the average is the one whose split points, read top-down and
+left to right (pre-order), come first in lexicographic order; where every span has the same
+vote (one source, or sources that disagree everywhere) this is the right-branching tree
+``[w_1, [w_2, [… w_n]]]``. With integer weights (the default) the votes are exact and so are
+the ties; with fractional weights two sums that are equal on paper may differ in the last bit.
+
+:func:`average_trees` averages whole corpora (K lists of trees, one per source, in the same
+sentence order); ``treelm ensemble`` and ``treelm.average_trees`` call it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from treelm.errors import TreelmError
+from treelm.syntax.trees import Tree, is_leaf
+
+
+def leaves_and_spans(tree: Tree) -> tuple[list[object], set[tuple[int, int]]]:
+    """The leaves of ``tree`` and its spans of ``2 .. n-1`` words (``S(T)`` of the module
+    docstring; a unary chain's span counts once), in one walk with an explicit stack."""
+    if is_leaf(tree):
+        return [tree], set()
+    leaves: list[object] = []
+    spans: set[tuple[int, int]] = set()
+    stack: list[tuple[Tree, int]] = [(tree, -1)]
+    while stack:
+        node, start = stack.pop()
+        if start >= 0:                  # the node is complete: its words are start..len-1
+            if len(leaves) - start >= 2:
+                spans.add((start, len(leaves)))
+        elif is_leaf(node):
+            leaves.append(node)
+        else:
+            stack.append((node, len(leaves)))
+            stack.extend((child, -1) for child in reversed(node))
+    spans.discard((0, len(leaves)))
+    return leaves, spans
+
+
+def check_weights(weights: Sequence[float] | None, k: int) -> list[float]:
+    """``weights`` (one per source, finite and ``>= 0``; ``None``: all 1) as a list."""
+    if weights is None:
+        return [1.0] * k
+    out = [float(w) for w in weights]
+    if len(out) != k:
+        raise TreelmError(f"{len(out)} weights for {k} sources; give one weight per source")
+    bad = next((w for w in out if not math.isfinite(w) or w < 0), None)
+    if bad is not None:
+        raise TreelmError(f"weight {bad:g}: weights must be finite and >= 0")
+    return out
+
+
+def _votes(spans: Sequence[set[tuple[int, int]]], weights: Sequence[float], n: int
+           ) -> np.ndarray:
+    """The ``(n+1, n+1)`` vote matrix of span sets with their weights (a bincount)."""
+    flat = [i * (n + 1) + j for sp in spans for i, j in sp]
+    counts = [w for sp, w in zip(spans, weights) for _ in sp]
+    size = (n + 1) * (n + 1)
+    if not flat:
+        return np.zeros((n + 1, n + 1))
+    return np.bincount(np.asarray(flat, dtype=np.int64), np.asarray(counts, dtype=np.float64),
+                       minlength=size).reshape(n + 1, n + 1)
+
+
+def span_votes(trees: Sequence[Tree], weights: Sequence[float] | None = None) -> np.ndarray:
+    """The votes of the source trees of one sentence: an ``(n+1, n+1)`` float64 matrix whose
+    entry ``[i, j]`` is ``v(i, j) = sum_k w_k [(i, j) ∈ S(T_k)]`` for ``2 <= j - i <= n - 1``
+    (0 elsewhere); ``n`` is the first tree's number of words, which every tree must have."""
+    if not trees:
+        raise TreelmError("no trees to count the spans of")
+    w = check_weights(weights, len(trees))
+    read = [leaves_and_spans(t) for t in trees]
+    n = len(read[0][0])
+    for k, (leaves, _) in enumerate(read[1:], 2):
+        if len(leaves) != n:
+            raise TreelmError(f"tree {k} has {len(leaves)} words, tree 1 has {n}")
+    return _votes([spans for _, spans in read], w, n)
+
+
+def best_binary_tree(votes: np.ndarray, leaves: Sequence[object]) -> Tree:
+    """The binary tree over ``leaves`` (``n`` of them) whose spans of ``2 .. n-1`` words have
+    the highest summed ``votes[i, j]`` (an ``(n+1, n+1)`` array; other entries are not read),
+    ties to the smallest split point (module docstring). A bare leaf for ``n == 1``.
+
+    The table is kept twice, by start and by end (``by_start[i, L]`` and ``by_end[j, L]`` hold
+    ``best`` of the span of length ``L`` starting at ``i`` / ending at ``j``), so that for one
+    length ``L`` the candidates ``best(i, i+m) + best(i+m, i+L)`` of all starts ``i`` and left
+    lengths ``m`` are two slices added: ``O(n)`` numpy operations per sentence."""
+    n = len(leaves)
+    if n == 0:
+        raise TreelmError("cannot build a tree over zero words")
+    v = np.asarray(votes, dtype=np.float64)
+    if v.shape != (n + 1, n + 1):
+        raise TreelmError(f"votes of shape {v.shape} for {n} words; expected {(n + 1, n + 1)}")
+    if n == 1:
+        return leaves[0]
+    by_start = np.zeros((n + 1, n + 1))
+    by_end = np.zeros((n + 1, n + 1))
+    split = np.zeros((n + 1, n + 1), dtype=np.int64)       # [i, L]: the left part's length
+    for length in range(2, n + 1):
+        c = n - length + 1                                   # spans of this length: i < c
+        # row i, column m-1 (m = 1 .. L-1): best(i, i+m) + best(i+m, i+L)
+        total = by_start[:c, 1:length] + by_end[length:, length - 1:0:-1]
+        m = total.argmax(axis=1)                             # the first maximum: smallest k
+        best = total[np.arange(c), m]
+        if length < n:
+            best += np.diagonal(v, offset=length)
+        by_start[:c, length] = best
+        by_end[length:, length] = best
+        split[:c, length] = m + 1
+    parts = split.tolist()
+    holder: list[Tree] = []
+    todo: list[tuple[int, int, list[Tree]]] = [(0, n, holder)]
+    while todo:
+        i, length, out = todo.pop()
+        if length == 1:
+            out.append(leaves[i])
+            continue
+        node: list[Tree] = []
+        out.append(node)
+        m = parts[i][length]
+        todo.append((i + m, length - m, node))              # popped after the left part
+        todo.append((i, m, node))
+    return holder[0]
+
+
+def tree_votes(tree: Tree, votes: np.ndarray) -> float:
+    """The objective of ``tree`` under ``votes``: the sum of ``votes[i, j]`` over its spans of
+    ``2 .. n-1`` words (what :func:`best_binary_tree` maximises)."""
+    v = np.asarray(votes, dtype=np.float64)
+    return float(sum(v[i, j] for i, j in leaves_and_spans(tree)[1]))
+
+
+def average_tree(trees: Sequence[Tree], weights: Sequence[float] | None = None) -> Tree:
+    """The average of one sentence's source trees (module docstring), over the leaves of the
+    first; every tree must have the same leaves."""
+    return average_trees([[t] for t in trees], weights)[0]
+
+
+def _first_difference(first: list[object], other: list[object], who: str) -> TreelmError:
+    i = next((i for i, (a, b) in enumerate(zip(first, other)) if a != b), None)
+    if i is None:
+        return TreelmError(f"{who} has {len(other)} words, source 1 has {len(first)}")
+    return TreelmError(f"{who}: word {i + 1} is {other[i]!r} where source 1 has {first[i]!r}")
+
+
+def average_trees(sources: Sequence[Sequence[Tree]],
+                  weights: Sequence[float] | None = None) -> list[Tree]:
+    """Per sentence, the tree average of the sources (module docstring).
+
+    Args:
+        sources: ``K >= 1`` lists of trees, one list per source (a parser, a run's reading),
+            each with one tree per sentence in the same order, over the same words (nested-list
+            trees of :mod:`treelm.syntax.trees`, or ``nltk.Tree``\\ s, which are lists too).
+        weights: one per source, finite and ``>= 0`` (default: all 1).
+
+    Returns:
+        One binary nested-list tree per sentence, over the first source's leaves.
+
+    Raises:
+        TreelmError: no source, sources of different lengths, a sentence whose trees have
+        different words (naming the source, the sentence and the word), bad weights.
+    """
+    if not sources:
+        raise TreelmError("no sources to average")
+    w = check_weights(weights, len(sources))
+    sizes = [len(s) for s in sources]
+    if len(set(sizes)) > 1:
+        k = next(k for k, size in enumerate(sizes) if size != sizes[0])
+        raise TreelmError(f"source {k + 1} has {sizes[k]} trees, source 1 has {sizes[0]}")
+    out: list[Tree] = []
+    for s, trees in enumerate(zip(*sources), 1):
+        read = [leaves_and_spans(t) for t in trees]
+        leaves = read[0][0]
+        for k, (words, _) in enumerate(read[1:], 2):
+            if words != leaves:
+                raise _first_difference(leaves, words, f"sentence {s}, source {k}")
+        votes = _votes([spans for _, spans in read], w, len(leaves))
+        out.append(best_binary_tree(votes, leaves))
+    return out
+
+
+__all__ = ["average_tree", "average_trees", "best_binary_tree", "check_weights",
+           "leaves_and_spans", "span_votes", "tree_votes"]
