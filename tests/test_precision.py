@@ -150,9 +150,10 @@ def test_cell_under_bf16_autocast_matches_fp32(name, opts):
     _compare(loss, list(cell.parameters()))
 
 
-def _tiny_task(config: str, **train):
+def _tiny_task(config: str, model: dict | None = None, **train):
     cfg = yaml.safe_load((ROOT / "configs" / config).read_text())
     cfg.setdefault("train", {}).update(train)
+    cfg["model"].update(model or {})
     cwd = os.getcwd()
     os.chdir(ROOT)          # tiny configs name tests/data by relative path
     try:
@@ -165,13 +166,16 @@ def _tiny_task(config: str, **train):
     return task, model
 
 
-TASK_CASES = [("tiny-lm.yaml", {}), ("tiny-tagging.yaml", {}), ("tiny-logic.yaml", {}),
+ADAPTIVE = {"output": {"kind": "adaptive", "cutoffs": [100, 500], "div_value": 2}}
+TASK_CASES = [("tiny-lm.yaml", {}), ("tiny-lm.yaml", {"options": ADAPTIVE}),
+              ("tiny-tagging.yaml", {}), ("tiny-logic.yaml", {}),
               ("tiny-translation.yaml", {}),
               ("tiny-translation.yaml", {"model": "convs2s"}), ("tiny-listops.yaml", {})]
 
 
 @pytest.mark.parametrize("config,variant", TASK_CASES,
-                         ids=["lm", "tagging", "logic", "rnn_attn", "convs2s", "listops"])
+                         ids=["lm", "lm-adaptive", "tagging", "logic", "rnn_attn", "convs2s",
+                              "listops"])
 def test_every_model_under_bf16_autocast_matches_fp32(config, variant):
     """One batch of each task through its model and loss (dropout off so that the two passes see
     the same function), float32 against bf16 autocast."""
@@ -182,7 +186,7 @@ def test_every_model_under_bf16_autocast_matches_fp32(config, variant):
         torch.manual_seed(0)
         model = build_model(cfg_model, **task.model_dims())
     else:
-        task, model = _tiny_task(config)
+        task, model = _tiny_task(config, variant.get("options"))
     model.eval()
     batch = next(iter(task.batches()))
     states = getattr(task, "states", None)

@@ -29,7 +29,11 @@ def model_options(spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if kind not in MODELS:
         raise ConfigError(f"unknown model type {kind!r}; choose one of {', '.join(MODELS)}")
     cls = MODELS[kind]
-    return kind, check_kwargs(cls.__init__, spec, "model", getattr(cls, "RULES", None))
+    options = check_kwargs(cls.__init__, spec, "model", getattr(cls, "RULES", None))
+    check = getattr(cls, "check_options", None)     # nested sections (RNNLM's output)
+    if check is not None:
+        check(options)
+    return kind, options
 
 
 def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:

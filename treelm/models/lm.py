@@ -6,6 +6,10 @@
                                        DropConnect on hidden-to-hidden weights
     p(w_{t+1} | w_≤t) = softmax(W_o LockedDropout_o(h_t) + b_o)     W_o = E when tied
 
+or, with ``output: {kind: adaptive, cutoffs: [...], div_value: 4}``, the adaptive softmax of
+:mod:`treelm.nn.adaptive_softmax` (an exact distribution whose rare words cost less; tied to E
+the same way). The default, ``kind: softmax``, is the full softmax above.
+
 tokens: (T, B) int64 -> logits (T, B, V). ``embedding: onehot`` feeds one-hot vectors (fixed
 identity embedding) as in Sutskever et al.'s character models; then ``sizes[0]`` must be V.
 
@@ -16,7 +20,9 @@ What other packages use (no one reaches into the attributes):
   the output layer instead of the logits (:mod:`treelm.nn.linear_ce`: no (T, B, V) tensor);
 * ``features(tokens, states)`` -> :class:`~treelm.nn.stack.StackOutput`: embedding and recurrent
   stack only, per-layer outputs and cell ``aux`` (ON-LSTM levels ``df``/``di``), no output layer;
-* ``logits(h)`` -> the output layer ``W_o h + b_o`` applied to last-layer features;
+* ``logits(h)`` -> the output layer ``W_o h + b_o`` applied to last-layer features (with the
+  adaptive softmax: the log-probabilities ``log p(w)``, logits whose softmax is the model's
+  distribution, so every consumer of logits reads them unchanged);
 * ``start(batch)`` / ``step(tokens, state)`` -> incremental decoding (:mod:`treelm.decode`);
 * ``layer_cells()`` -> the cells of the stack, in order (layer 1 first).
 
@@ -25,13 +31,16 @@ The output projection is ``head`` (called ``decoder`` before; such checkpoints s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Unpack
 
 import torch
 from torch import Tensor, nn
 
 from treelm.cells import State
+from treelm.config import parse_section
+from treelm.errors import ConfigError
+from treelm.nn.adaptive_softmax import AdaptiveSoftmax
 from treelm.nn.dropout import DROPOUT_RULES, Dropouts, DroppedEmbedding, dropouts, locked_dropout
 from treelm.nn.linear_ce import linear_cross_entropy
 from treelm.nn.stack import RNNStack, StackOutput
@@ -49,6 +58,31 @@ class LMOutput:
     nll: Tensor | None = None       # mean cross-entropy against the targets, when given
 
 
+@dataclass
+class OutputLayer:
+    """The ``model.output`` section: the full softmax (default) or an adaptive one."""
+
+    kind: str = "softmax"            # softmax | adaptive (treelm.nn.adaptive_softmax)
+    cutoffs: list[int] = field(default_factory=list)    # adaptive: head words, cluster bounds
+    div_value: float = 4.0           # adaptive: tail c projects to d / div_value^c
+
+    RULES: ClassVar[dict[str, Any]] = {"kind": ("softmax", "adaptive"), "cutoffs": ">= 1",
+                                       "div_value": "> 0"}
+
+    @classmethod
+    def parse(cls, d: dict[str, Any] | None) -> OutputLayer:
+        """The section checked (unknown keys, types, choices), one-line errors."""
+        spec: OutputLayer = parse_section(cls, d, "model.output")
+        if spec.kind == "softmax" and spec.cutoffs:
+            raise ConfigError("model.output.cutoffs are for kind: adaptive")
+        if spec.kind == "adaptive" and not spec.cutoffs:
+            raise ConfigError("model.output.cutoffs: an adaptive softmax needs cutoffs, "
+                              "e.g. [2000]")
+        if spec.div_value < 1:
+            raise ConfigError(f"model.output.div_value = {spec.div_value}: must be >= 1")
+        return spec
+
+
 class RNNLM(nn.Module):
     RULES: ClassVar[dict[str, Any]] = {
         "sizes": ">= 1", "embedding": ("learned", "onehot"), **DROPOUT_RULES}
@@ -61,9 +95,11 @@ class RNNLM(nn.Module):
         tie_weights: bool = True,
         embedding: str = "learned",
         cell_options: dict[str, Any] | None = None,
+        output: dict[str, Any] | None = None,
         **drop: Unpack[Dropouts],
     ) -> None:
         super().__init__()
+        spec = OutputLayer.parse(output)
         sizes = list(sizes or [400, 1150, 1150, 400])
         p = dropouts(drop)
         self.vocab_size = vocab_size
@@ -78,19 +114,31 @@ class RNNLM(nn.Module):
         else:
             self.embedding = DroppedEmbedding(vocab_size, sizes[0], p["dropoute"], p["dropouti"])
         self.rnn = RNNStack(cell, sizes, p["dropouth"], p["wdrop"], cell_options)
-        self.head = nn.Linear(self.rnn.output_size, vocab_size)
-        nn.init.zeros_(self.head.bias)
-        if tie_weights:
-            if self.onehot or self.rnn.output_size != sizes[0]:
-                raise ValueError(
-                    "tie_weights needs a learned embedding whose size equals the last layer's "
-                    f"output size (got embedding {sizes[0]}, output {self.rnn.output_size})"
-                )
-            self.head.weight = self.embedding.weight
+        if tie_weights and (self.onehot or self.rnn.output_size != sizes[0]):
+            raise ValueError(
+                "tie_weights needs a learned embedding whose size equals the last layer's "
+                f"output size (got embedding {sizes[0]}, output {self.rnn.output_size})"
+            )
+        self.head: nn.Linear | AdaptiveSoftmax
+        if spec.kind == "adaptive":
+            self.head = AdaptiveSoftmax(vocab_size, self.rnn.output_size, spec.cutoffs,
+                                        spec.div_value,
+                                        self.embedding.weight if tie_weights else None)
         else:
-            nn.init.uniform_(self.head.weight, -0.1, 0.1)
+            self.head = nn.Linear(self.rnn.output_size, vocab_size)
+            nn.init.zeros_(self.head.bias)
+            if tie_weights:
+                self.head.weight = self.embedding.weight
+            else:
+                nn.init.uniform_(self.head.weight, -0.1, 0.1)
 
         self.register_load_state_dict_pre_hook(_rename_legacy_keys)
+
+    @staticmethod
+    def check_options(options: dict[str, Any]) -> None:
+        """The checks of the ``model:`` section that need no data
+        (:func:`treelm.models.model_options`, before any corpus is read)."""
+        OutputLayer.parse(options.get("output"))
 
     def embed(self, tokens: Tensor) -> Tensor:
         return self.eye[tokens] if self.onehot else self.embedding(tokens)
@@ -99,7 +147,7 @@ class RNNLM(nn.Module):
         return self.rnn(self.embed(tokens), states)
 
     def logits(self, h: Tensor) -> Tensor:
-        return self.head(h)
+        return self.head(h)     # the adaptive softmax's forward: its log-probabilities
 
     def forward(self, tokens: Tensor, states: list[State] | None = None,
                 targets: Tensor | None = None) -> LMOutput:
@@ -107,8 +155,11 @@ class RNNLM(nn.Module):
         dropped = locked_dropout(out.out, self.dropout, self.training)
         if targets is None:
             return LMOutput(self.head(dropped), out.states, out.raw, dropped, out.aux)
-        nll = linear_cross_entropy(dropped.reshape(-1, dropped.size(-1)), self.head.weight,
-                                   self.head.bias, targets.reshape(-1))
+        flat = dropped.reshape(-1, dropped.size(-1))
+        if isinstance(self.head, AdaptiveSoftmax):
+            nll = self.head.loss(flat, targets.reshape(-1))
+        else:
+            nll = linear_cross_entropy(flat, self.head.weight, self.head.bias, targets.reshape(-1))
         return LMOutput(None, out.states, out.raw, dropped, out.aux, nll)
 
     def layer_cells(self) -> list[nn.Module]:
