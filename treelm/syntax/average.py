@@ -34,32 +34,37 @@ sentence order); ``treelm ensemble`` and ``treelm.average_trees`` call it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from treelm.errors import TreelmError
-from treelm.syntax.trees import Tree, is_leaf
+from treelm.syntax.trees import Tree
+
+#: Entries of one batch's vote array in :func:`average_trees` (float64: 32 MB per array).
+_CHUNK = 1 << 22
 
 
 def leaves_and_spans(tree: Tree) -> tuple[list[object], set[tuple[int, int]]]:
     """The leaves of ``tree`` and its spans of ``2 .. n-1`` words (``S(T)`` of the module
-    docstring; a unary chain's span counts once), in one walk with an explicit stack."""
-    if is_leaf(tree):
+    docstring; a unary chain's span counts once), in one walk with an explicit stack of the
+    open nodes' child iterators (a node's run of leaves is read in one loop)."""
+    if not isinstance(tree, (list, tuple)):
         return [tree], set()
     leaves: list[object] = []
     spans: set[tuple[int, int]] = set()
-    stack: list[tuple[Tree, int]] = [(tree, -1)]
+    stack: list[tuple[Iterator[Tree], int]] = [(iter(tree), 0)]
     while stack:
-        node, start = stack.pop()
-        if start >= 0:                  # the node is complete: its words are start..len-1
+        children, start = stack[-1]
+        for child in children:
+            if isinstance(child, (list, tuple)):
+                stack.append((iter(child), len(leaves)))
+                break
+            leaves.append(child)
+        else:                           # the node is complete: its words are start..len-1
+            stack.pop()
             if len(leaves) - start >= 2:
                 spans.add((start, len(leaves)))
-        elif is_leaf(node):
-            leaves.append(node)
-        else:
-            stack.append((node, len(leaves)))
-            stack.extend((child, -1) for child in reversed(node))
     spans.discard((0, len(leaves)))
     return leaves, spans
 
@@ -104,15 +109,58 @@ def span_votes(trees: Sequence[Tree], weights: Sequence[float] | None = None) ->
     return _votes([spans for _, spans in read], w, n)
 
 
+def best_splits(votes: np.ndarray) -> np.ndarray:
+    """The dynamic programme of a batch of ``B`` sentences of ``n`` words each: ``votes`` of
+    shape ``(B, n+1, n+1)`` (entries ``[b, i, j]`` for ``2 <= j - i <= n - 1`` are read) ->
+    ``split`` of the same shape, ``split[b, i, L]`` the length of the left part of the best
+    split of the span of ``L`` words from ``i`` (ties: the shortest left part, i.e. the smallest
+    split point).
+
+    The table is kept twice, by start and by end (``by_start[b, i, L]`` and ``by_end[b, j, L]``
+    hold ``best`` of the span of length ``L`` starting at ``i`` / ending at ``j``), so that for
+    one length ``L`` the candidates ``best(i, i+m) + best(i+m, i+L)`` of every sentence, start
+    ``i`` and left length ``m`` are two slices added: ``n - 1`` numpy steps for the batch."""
+    v = np.asarray(votes, dtype=np.float64)
+    size, n = v.shape[0], v.shape[1] - 1
+    by_start = np.zeros((size, n + 1, n + 1))
+    by_end = np.zeros((size, n + 1, n + 1))
+    split = np.zeros((size, n + 1, n + 1), dtype=np.int64)
+    for length in range(2, n + 1):
+        c = n - length + 1                                   # spans of this length: i < c
+        # [b, i, m-1] (m = 1 .. L-1): best(i, i+m) + best(i+m, i+L)
+        total = by_start[:, :c, 1:length] + by_end[:, length:, length - 1:0:-1]
+        m = total.argmax(axis=2)                             # the first maximum: smallest k
+        best = np.take_along_axis(total, m[:, :, None], axis=2)[:, :, 0]
+        if length < n:
+            best += np.diagonal(v, offset=length, axis1=1, axis2=2)
+        by_start[:, :c, length] = best
+        by_end[:, length:, length] = best
+        split[:, :c, length] = m + 1
+    return split
+
+
+def _unfold(split: list[list[int]], leaves: Sequence[object]) -> Tree:
+    """The tree of one sentence's ``split`` table (as lists), built top-down with a stack."""
+    holder: list[Tree] = []
+    todo: list[tuple[int, int, list[Tree]]] = [(0, len(leaves), holder)]
+    while todo:
+        i, length, out = todo.pop()
+        if length == 1:
+            out.append(leaves[i])
+            continue
+        node: list[Tree] = []
+        out.append(node)
+        m = split[i][length]
+        todo.append((i + m, length - m, node))              # popped after the left part
+        todo.append((i, m, node))
+    return holder[0]
+
+
 def best_binary_tree(votes: np.ndarray, leaves: Sequence[object]) -> Tree:
     """The binary tree over ``leaves`` (``n`` of them) whose spans of ``2 .. n-1`` words have
     the highest summed ``votes[i, j]`` (an ``(n+1, n+1)`` array; other entries are not read),
-    ties to the smallest split point (module docstring). A bare leaf for ``n == 1``.
-
-    The table is kept twice, by start and by end (``by_start[i, L]`` and ``by_end[j, L]`` hold
-    ``best`` of the span of length ``L`` starting at ``i`` / ending at ``j``), so that for one
-    length ``L`` the candidates ``best(i, i+m) + best(i+m, i+L)`` of all starts ``i`` and left
-    lengths ``m`` are two slices added: ``O(n)`` numpy operations per sentence."""
+    ties to the smallest split point (module docstring; :func:`best_splits`). A bare leaf for
+    ``n == 1``."""
     n = len(leaves)
     if n == 0:
         raise TreelmError("cannot build a tree over zero words")
@@ -121,34 +169,7 @@ def best_binary_tree(votes: np.ndarray, leaves: Sequence[object]) -> Tree:
         raise TreelmError(f"votes of shape {v.shape} for {n} words; expected {(n + 1, n + 1)}")
     if n == 1:
         return leaves[0]
-    by_start = np.zeros((n + 1, n + 1))
-    by_end = np.zeros((n + 1, n + 1))
-    split = np.zeros((n + 1, n + 1), dtype=np.int64)       # [i, L]: the left part's length
-    for length in range(2, n + 1):
-        c = n - length + 1                                   # spans of this length: i < c
-        # row i, column m-1 (m = 1 .. L-1): best(i, i+m) + best(i+m, i+L)
-        total = by_start[:c, 1:length] + by_end[length:, length - 1:0:-1]
-        m = total.argmax(axis=1)                             # the first maximum: smallest k
-        best = total[np.arange(c), m]
-        if length < n:
-            best += np.diagonal(v, offset=length)
-        by_start[:c, length] = best
-        by_end[length:, length] = best
-        split[:c, length] = m + 1
-    parts = split.tolist()
-    holder: list[Tree] = []
-    todo: list[tuple[int, int, list[Tree]]] = [(0, n, holder)]
-    while todo:
-        i, length, out = todo.pop()
-        if length == 1:
-            out.append(leaves[i])
-            continue
-        node: list[Tree] = []
-        out.append(node)
-        m = parts[i][length]
-        todo.append((i + m, length - m, node))              # popped after the left part
-        todo.append((i, m, node))
-    return holder[0]
+    return _unfold(best_splits(v[None])[0].tolist(), leaves)
 
 
 def tree_votes(tree: Tree, votes: np.ndarray) -> float:
@@ -195,17 +216,34 @@ def average_trees(sources: Sequence[Sequence[Tree]],
     if len(set(sizes)) > 1:
         k = next(k for k, size in enumerate(sizes) if size != sizes[0])
         raise TreelmError(f"source {k + 1} has {sizes[k]} trees, source 1 has {sizes[0]}")
-    out: list[Tree] = []
+    read: list[list[object]] = []               # per sentence: its words
+    spans: list[list[set[tuple[int, int]]]] = []    # per sentence: each source's spans
     for s, trees in enumerate(zip(*sources), 1):
-        read = [leaves_and_spans(t) for t in trees]
-        leaves = read[0][0]
-        for k, (words, _) in enumerate(read[1:], 2):
+        walked = [leaves_and_spans(t) for t in trees]
+        leaves = walked[0][0]
+        for k, (words, _) in enumerate(walked[1:], 2):
             if words != leaves:
                 raise _first_difference(leaves, words, f"sentence {s}, source {k}")
-        votes = _votes([spans for _, spans in read], w, len(leaves))
-        out.append(best_binary_tree(votes, leaves))
+        read.append(leaves)
+        spans.append([sp for _, sp in walked])
+    # sentences of one length go through the programme together, in chunks of bounded memory
+    by_length: dict[int, list[int]] = {}
+    for s, leaves in enumerate(read):
+        by_length.setdefault(len(leaves), []).append(s)
+    out: list[Tree] = [None] * len(read)
+    for n, group in by_length.items():
+        if n == 1:
+            for s in group:
+                out[s] = read[s][0]
+            continue
+        step = max(1, _CHUNK // (n + 1) ** 2)
+        for at in range(0, len(group), step):
+            part = group[at:at + step]
+            votes = np.stack([_votes(spans[s], w, n) for s in part])
+            for s, split in zip(part, best_splits(votes).tolist()):
+                out[s] = _unfold(split, read[s])
     return out
 
 
-__all__ = ["average_tree", "average_trees", "best_binary_tree", "check_weights",
+__all__ = ["average_tree", "average_trees", "best_binary_tree", "best_splits", "check_weights",
            "leaves_and_spans", "span_votes", "tree_votes"]
