@@ -253,3 +253,121 @@ def test_a_changed_study_does_not_extend_the_record_of_the_old_one(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "another version of this study (its budget" in err
     assert not list((tmp_path / "runs").glob("*-seed*"))
+
+
+# ----------------------------------------------------------------------------- failures
+def tagging_study(where: Path, extra: str) -> Path:
+    """A study of the tiny tagging config (its data named absolute), with ``extra`` keys."""
+    data = ROOT / "tests/data/slots"
+    path = where / "tag.yaml"
+    path.write_text(f"""\
+name: tag
+config: {ROOT / 'configs/tiny-tagging.yaml'}
+overrides: {{data.train: {data / 'train'}, data.valid: {data / 'valid'}, \
+data.test: {data / 'test'}}}
+runs: {where / 'runs'}
+record: {where / 'record.json'}
+launcher: {{jobs: 1, threads: 1}}
+{extra}""", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("study, old, new, says", [
+    ("tagging", "", "score: {trees: {dev: {w}/mini.mrg, test: null}}",
+     "run default/1: score.trees scores a language model's trees; "
+     "{root}/configs/tiny-tagging.yaml is a 'tagging' run (drop score.trees)"),
+    ("tagging", "", "variants: {a: {train.eval_parse: {treebank: {w}/mini.mrg}}}",
+     "run a/1: train.eval_parse scores a language model's trees; this is a 'tagging' run"),
+    ("lm", "test: {w}/mini.mrg", "test: {w}/none.mrg", "run paper/1: {w}/none.mrg"),
+    ("lm", "dev: {w}/mini.mrg", "dev: {w}/bad.mrg", "run paper/1: {w}/bad.mrg"),
+    ("lm", "data.file: {root}/tests/data/tiny.txt", "data.file: {w}/no.txt",
+     "run paper/1: {w}/no.txt: no such file or directory"),
+])
+def test_a_run_that_training_would_refuse_is_refused_before_anything_is_submitted(
+        tmp_path, capsys, study, old, new, says):
+    """What ``treelm train`` or the job would refuse after the submission, said first: the
+    task's (trees are a language model's), the data files, the treebanks read."""
+    def fill(text: str) -> str:
+        return text.replace("{w}", str(tmp_path)).replace("{root}", str(ROOT))
+
+    (tmp_path / "bad.mrg").write_text("(S (NP the) (VP ran)\n")
+    if study == "tagging":
+        (tmp_path / "mini.mrg").write_text(MRG, encoding="utf-8")
+        path = tagging_study(tmp_path, fill(new))
+    else:
+        path = write_study(tmp_path)
+        text = path.read_text()
+        assert fill(old) in text
+        path.write_text(text.replace(fill(old), fill(new)))
+    assert main(["study", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fill(says) in err, err
+    assert err.startswith(f"treelm: error: {path.name}: run "), err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "record.json").exists()
+
+
+def test_a_training_that_refuses_its_config_fails_at_once_with_its_own_line(tmp_path, capsys):
+    """A usage error only the training sees (an empty corpus): exit 2, not submitted again; the
+    driver says the training's error line and the job's log, and gives no rerun advice."""
+    (tmp_path / "empty.txt").write_text("")
+    study = write_study(tmp_path, seeds=1)
+    study.write_text(study.read_text().replace(str(ROOT / "tests/data/tiny.txt"),
+                                               str(tmp_path / "empty.txt")))
+    assert main(["study", str(study), "--retries", "2"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert sum("paper/1: submitted" in line for line in lines) == 1, lines
+    why = f"treelm study: paper/1: {tmp_path / 'empty.txt'}: empty corpus (no text)"
+    assert why in lines, lines
+    log = next(line for line in lines if line.startswith("treelm study: paper/1: log "))
+    assert lines.index(log) == lines.index(why) + 1
+    text = Path(log.split(" log ", 1)[1]).read_text()
+    assert f"treelm: error: {tmp_path / 'empty.txt'}: empty corpus" in text   # passed through
+    assert not any("run the study again" in line for line in lines), lines
+    assert lines[-1] == "treelm study: 2 run(s) failed (paper/1, symmetric/1)", lines
+    assert "paper/1      failed" in captured.out, captured.out
+    # --status reads the same failure from the job's result, in another process
+    assert main(["study", str(study), "--status"]) == 0
+    assert "2 failed" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_why_a_job_ended(tmp_path):
+    """The job's error as submitit keeps it (a traceback's text) read back; a job with no result
+    (cancelled, killed, its node lost) is one a rerun resumes."""
+    import traceback
+
+    from treelm.study.job import JobFailed, read_failure, why_ended
+    from treelm.study.launch import ended
+
+    try:
+        raise JobFailed(2, "x.yaml: data.file: no such file")
+    except JobFailed:
+        trace = traceback.format_exc()
+    assert read_failure(trace) == (2, "x.yaml: data.file: no such file")
+    assert read_failure("Traceback...\nValueError: bad\n") == (None, "ValueError: bad")
+    assert why_ended(2, ["loading", "treelm: error: no corpus", ""]) == "no corpus"
+    assert why_ended(-9, []) == "treelm train was killed (SIGKILL) before the run finished"
+    gone = ended(tmp_path, "123", "slurm", "CANCELLED")
+    assert gone.rerun_helps and not gone.usage and gone.log is None
+    assert gone.why == "its Slurm job ended CANCELLED before the run finished"
+    assert ended(tmp_path, "123", "local").rerun_helps
+
+
+def test_the_launcher_is_remembered_and_a_flag_decides_new_submissions_only():
+    from treelm.study.driver import choose_launcher
+    from treelm.study.spec import Launcher
+
+    section = Launcher()                                        # no launcher: in the file
+    first, note = choose_launcher(section, {}, {"name": "slurm", "partition": "gpu"})
+    assert (first.name, first.partition, note) == ("slurm", "gpu", None)
+    import dataclasses
+
+    state = {"launcher": {"launcher": dataclasses.asdict(first),
+                          "section": dataclasses.asdict(section)}}
+    assert choose_launcher(section, state, {}) == (first, None)    # the plain command
+    local, note = choose_launcher(section, state, {"name": "local"})
+    assert local.name == "local" and note == (
+        "treelm study: new submissions go to local, from the command line; "
+        "the study was submitted with slurm (partition gpu), and its jobs are followed there")
+    changed, note = choose_launcher(Launcher(jobs=3), state, {})
+    assert changed == Launcher(jobs=3) and "from the study file's launcher: section;" in note

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 from treelm.verb import Number, add_verb
@@ -27,9 +26,12 @@ def cmd_study(args: argparse.Namespace) -> int:
     ordinary run directory), score each as the study says (tree F1 per layer and rule on dev and
     test, the task's eval scores), and gather the scores into the study's record, where the
     summary says what dev chose. Runs go to submitit's local subprocesses (default: one run per
-    core) or to Slurm (--launcher slurm). Run it again after a kill, a reboot or a crash:
+    core) or to Slurm (--launcher slurm); the study remembers its launcher and options, so after
+    the first submission `treelm study STUDY_FILE` alone is the whole command (a launcher flag
+    then decides for new submissions only). Run it again after a kill, a reboot or a crash:
     finished runs are kept, killed ones resume from their last checkpoint, and runs queued or in
-    progress are not started twice. See docs/studies.md.
+    progress (asked of the launcher that submitted them) are not started twice. See
+    docs/studies.md.
     """
     from treelm.errors import TreelmError, check_output
     from treelm.study.spec import load_study
@@ -39,12 +41,11 @@ def cmd_study(args: argparse.Namespace) -> int:
         if not args.page:
             raise TreelmError("-o/--output names where --page writes the page; add --page")
     study = load_study(args.study)
-    over = {k: getattr(args, k) for k in LAUNCHER_FLAGS if getattr(args, k) is not None}
+    flags = {k: getattr(args, k) for k in LAUNCHER_FLAGS if getattr(args, k) is not None}
     if args.launcher:
-        over["name"] = args.launcher
+        flags["name"] = args.launcher
     if args.no_array:
-        over["array"] = False
-    study.launcher = dataclasses.replace(study.launcher, **over)
+        flags["array"] = False
     if args.status:
         print(status(study))
         return 0
@@ -55,7 +56,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         return 0
     from treelm.study.driver import Driver
 
-    driver = Driver(study)
+    driver = Driver(study, flags=flags)
     driver.run(wait=not args.no_wait, retries=args.retries)
     print(status(study))
     return 1 if driver.failed else 0
@@ -94,7 +95,8 @@ def add_study(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE.md", help="--page: write the page here "
                    "instead of where the study's page: says")
     p.add_argument("--launcher", choices=["local", "slurm"],
-                   help="local subprocesses (default) or Slurm jobs")
+                   help="local subprocesses or Slurm jobs, for new submissions (default: the "
+                   "study's, as it was first submitted; else its launcher:, else local)")
     p.add_argument("--jobs", type=Number(int, at_least=1),
                    help="local: runs at once (default: one per core)")
     p.add_argument("--threads", type=Number(int, at_least=1),
@@ -115,5 +117,5 @@ def add_study(sub: Any) -> argparse.ArgumentParser:
                    help="submit what is left and exit (run again to gather the record)")
     p.add_argument("--retries", type=Number(int, at_least=0), default=1,
                    help="resubmit a run whose job ended without scores this many times "
-                   "(default 1)")
+                   "(default 1; never one whose training refused its config)")
     return p

@@ -4,21 +4,30 @@ the record as runs finish. It may be stopped at any moment and started again.
 Each run is in one of these states, read afresh at every look (never from memory alone):
 
     done      RUN/study.json exists (trained to its end and scored) for the study's overrides
-    running   its job is alive (state file: launcher and job id), or a process holds the run's
-              writer lock (someone trains it by hand)
-    queued    its Slurm job waits in the queue
+    running   its job is alive or completing, asked of the launcher that submitted it (state
+              file: launcher and job id), or a process holds the run's writer lock (someone
+              trains it by hand)
+    queued    its job waits in its scheduler's queue (pending, requeued)
     recorded  the record holds it and its directory is not here (a fresh checkout): kept
-    failed    its job ended without a study.json (this driver saw it, with its error)
+    failed    its job ended with an error and without a study.json (its result says why)
     left      none of these: submitted next (resumed from its last checkpoint if it has one)
 
-The state file ``RUNS/study-state.json`` keeps the submitted jobs (a pending Slurm job holds no
-lock, so the file is how a second driver knows it is there), the record's path and the thread
-count given to each run. The record is written by this driver alone.
+The state file ``RUNS/study-state.json`` keeps the submitted jobs, each with the launcher that
+submitted it (a pending Slurm job holds no lock, so the file is how a second driver knows it is
+there), the launcher of the study's submissions and its options (so that a rerun needs no flags:
+a flag or a changed ``launcher:`` section decides for new submissions only), the record's path
+and the thread count given to each run. The record is written by this driver alone.
+
+A job that ends without its run's scores is resubmitted (``retries``) unless its training refused
+its config (exit 2: the same config fails the same way): then the run fails at once, and the
+driver says the training's own error line and the job's log. Before anything is submitted every
+run is checked as ``treelm train`` and the job would check it (:func:`check_runs`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -26,14 +35,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treelm.errors import TreelmError
 from treelm.rundir.files import RunFiles, atomic_write_text
 from treelm.rundir.lock import is_held
 from treelm.study.job import STUDY_FILE, RunJob
 from treelm.study.record import new_record, newest_record, read_record, write_record
-from treelm.study.spec import RunSpec, Study, describe, from_cwd
+from treelm.study.spec import Launcher, RunSpec, Study, describe, from_cwd
+
+if TYPE_CHECKING:
+    from treelm.study.launch import Ended
 
 STATE = "study-state.json"
 RESULTS = Path("benchmarks/results")
@@ -69,6 +81,88 @@ def check_run_dir(spec: RunSpec) -> None:
                               f"now asks {value!r}; move the run away or restore the study")
 
 
+def check_runs(study: Study, specs: list[RunSpec] | None = None) -> None:
+    """Each run of ``specs`` (those about to be submitted; default all) refused now, in one
+    line, where ``treelm train`` or its job would refuse it after its submission: its config
+    checked whole (``treelm train``'s ``read_config``), then what depends on the task
+    (``train.eval_parse`` and ``score.trees`` score a language model's trees), the data files it
+    names, and each treebank it would read (``train.eval_parse``'s at the start,
+    ``score.trees.test`` at the end: missing or malformed)."""
+    from treelm.config import apply_overrides, load_config
+    from treelm.syntax.report import MissingTreebankError, load_golds
+    from treelm.train.builders import read_config
+    from treelm.train.trees import check_task
+
+    cfg = load_config(study.config)
+    read: set[tuple[str, int | None]] = set()
+    for spec in study.run_specs() if specs is None else specs:
+        where = f"{study.file.name}: run {spec.key}"
+        try:
+            tc, config = read_config(apply_overrides(cfg, [*spec.overrides, "train.threads=1"]))
+            task = config.task.name
+            if study.trees is not None and task != "lm":
+                raise TreelmError(f"score.trees scores a language model's trees; "
+                                  f"{study.raw['config']} is a {task!r} run (drop score.trees)")
+            check_task(tc.eval_parse, task)
+            for path in config.data_paths():
+                if not Path(path).exists():
+                    raise TreelmError(f"{path}: no such file or directory (the config's data)")
+            banks: list[tuple[str, int | None, bool]] = []
+            if tc.eval_parse is not None:
+                ep = tc.eval_parse
+                banks.append((str(ep.treebank), ep.max_len, ep.if_missing == "skip"))
+            if study.trees is not None and study.trees.test:
+                banks += [(study.trees.test, n, False) for n in study.trees.test_max_len]
+            for bank, max_len, skip in banks:
+                if (bank, max_len) not in read:
+                    try:
+                        load_golds(bank, max_len)
+                    except MissingTreebankError:
+                        if not skip:
+                            raise
+                    read.add((bank, max_len))
+        except TreelmError as e:
+            raise TreelmError(f"{where}: {e}") from None
+
+
+def choose_launcher(section: Launcher, state: dict[str, Any],
+                    flags: dict[str, Any]) -> tuple[Launcher, str | None]:
+    """The launcher of the study's new submissions and, where it is not the one the state
+    remembers, one line saying so. The state's (the study's launcher and its options, as first
+    submitted) unless the study file's ``launcher:`` section changed since, then flags on top:
+    ``treelm study S.yaml`` alone goes on as the first command began. Jobs submitted already
+    are followed through their own launcher whatever this one is."""
+    saved = state.get("launcher")
+    by = "the command line" if flags else None
+    if saved is None:
+        base = section
+    elif dataclasses.asdict(section) != saved["section"]:
+        base, by = section, (f"the study file's launcher: section{' and ' + by if by else ''}")
+    else:
+        base = Launcher(**saved["launcher"])
+    launcher = dataclasses.replace(base, **flags)
+    if saved is None or dataclasses.asdict(launcher) == saved["launcher"]:
+        return launcher, None
+    return launcher, (f"treelm study: new submissions go to {launcher_text(launcher)}, from "
+                      f"{by}; the study was submitted with "
+                      f"{launcher_text(Launcher(**saved['launcher']))}, and its jobs are "
+                      f"followed there")
+
+
+#: The options of ``launcher:`` that the local launcher reads (Slurm reads all but ``jobs``).
+LOCAL_OPTIONS = ("jobs", "threads", "time")
+
+
+def launcher_text(la: Launcher) -> str:
+    """``slurm (partition debug, time 10)``: a launcher and the options it was given that it
+    reads."""
+    default = Launcher()
+    reads = LOCAL_OPTIONS if la.name == "local" else [
+        f.name for f in dataclasses.fields(la) if f.name not in ("name", "jobs")]
+    opts = [f"{k} {getattr(la, k)}" for k in reads if getattr(la, k) != getattr(default, k)]
+    return la.name + (f" ({', '.join(opts)})" if opts else "")
+
+
 def _flat(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     out = []
     for k, v in d.items():
@@ -80,16 +174,24 @@ def _flat(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 class Driver:
+    """The study's driver; ``flags``: the launcher options of today's command line, which decide
+    for new submissions only (:func:`choose_launcher`)."""
+
     def __init__(self, study: Study, launch_factory: Callable[[], Any] | None = None,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None,
+                 flags: dict[str, Any] | None = None) -> None:
         self.study = study
         self.specs = study.run_specs()
         self.state_path = study.runs / STATE
         self.state = self._read_state()
+        self.section = study.launcher       # the study file's launcher: section
+        self.flags = dict(flags or {})
         self._launch_factory = launch_factory
         self._launch: Any = None
         self.say = say or (lambda m: print(m, file=sys.stderr, flush=True))
-        self.failed: dict[str, str] = {}
+        self.failed: dict[str, Ended] = {}
+        self.ended: dict[str, Ended] = {}   # why each run's last job ended (states() reads it)
+        self.folder = study.runs / ".submitit"
 
     # ------------------------------------------------------------------ state
     def _read_state(self) -> dict[str, Any]:
@@ -107,7 +209,7 @@ class Driver:
             from treelm.study.launch import Launch
 
             self._launch = (self._launch_factory() if self._launch_factory else
-                            Launch(self.study.launcher, self.study.runs / ".submitit"))
+                            Launch(self.study.launcher, self.folder))
         return self._launch
 
     def record_path(self) -> Path:
@@ -124,38 +226,38 @@ class Driver:
 
     # ------------------------------------------------------------------ looking
     def states(self) -> dict[str, str]:
-        """Each run's state (see the module's docstring)."""
-        jobs = self.state["jobs"]
-        mine = [j for k, j in jobs.items()]
-        launchers = {j["launcher"] for j in mine}
-        active: set[str] = set()
-        queued: set[str] = set()
-        if launchers == {self.study.launcher.name} and mine:
-            ids = [j["job_id"] for j in mine]
-            active = self.launch.active(ids)
-            if self.study.launcher.name == "slurm":
-                from treelm.study.launch import WAITING, slurm_states
+        """Each run's state (see the module's docstring); each job asked of its own launcher."""
+        from treelm.study.launch import held, scheduler_states
 
-                queued = {j for j, s in slurm_states(ids).items() if s in WAITING}
-        elif mine:                        # jobs of another launcher: their runs' locks tell
-            active = set()
+        jobs = self.state["jobs"]
+        live = self._launch._live if self._launch is not None else None
+        known = scheduler_states({j["job_id"]: j["launcher"] for j in jobs.values()},
+                                 self.folder, live)
         recorded = self._recorded()
+        self.ended = {}
         out = {}
         for spec in self.specs:
             job = jobs.get(spec.key)
+            holds = held(known.get(job["job_id"])) if job else None
             if scored(spec) is not None:
                 out[spec.key] = "done"
             elif spec.key in recorded and not spec.run_dir.exists():
                 out[spec.key] = "recorded"      # scored before, its directory gone: kept
-            elif job and job["job_id"] in queued:
-                out[spec.key] = "queued"
-            elif (job and job["job_id"] in active) or is_held(RunFiles(spec.run_dir).lock):
+            elif holds is not None:
+                out[spec.key] = holds           # queued or running: never submitted again
+            elif is_held(RunFiles(spec.run_dir).lock):
                 out[spec.key] = "running"
-            elif spec.key in self.failed:
-                out[spec.key] = "failed"
+            elif job:
+                self.ended[spec.key] = self._ended(job, known.get(job["job_id"]))
+                out[spec.key] = "left" if self.ended[spec.key].rerun_helps else "failed"
             else:
                 out[spec.key] = "left"
         return out
+
+    def _ended(self, job: dict[str, Any], state: str | None) -> Ended:
+        from treelm.study.launch import ended
+
+        return ended(self.folder, job["job_id"], job["launcher"], state, job.get("submitted"))
 
     def _recorded(self) -> set[str]:
         """The runs the study's record holds (a record of this version of the study: ``gather``
@@ -239,6 +341,8 @@ class Driver:
                                             "threads": threads}
             self.say(f"treelm study: {spec.key}: submitted ({self.study.launcher.name} job "
                      f"{job_id}, {threads} thread{'s' * (threads != 1)})")
+        self.state["launcher"] = {"launcher": dataclasses.asdict(self.study.launcher),
+                                  "section": dataclasses.asdict(self.section)}
         self._write_state()
 
     @contextlib.contextmanager
@@ -271,13 +375,21 @@ class Driver:
         return None, la.threads or la.cpus_per_task or 1
 
     def run(self, wait: bool = True, poll: float = 2.0, retries: int = 1) -> dict[str, Any]:
-        """Submit what is left and, with ``wait``, follow the runs to the end of the study."""
+        """Check the runs left, then submit them and, with ``wait``, follow them to the end of
+        the study. A job this driver submitted that ends without its run's scores is submitted
+        again ``retries`` times, unless its training refused its config (exit 2)."""
         command = shlex.join(["treelm", *sys.argv[1:]]) if sys.argv else "treelm study"
         attempts: dict[str, int] = {}
-        jobs, threads = self.plan()
+        mine: dict[str, str] = {}           # run -> the job this driver submitted for it
+        states = self.states()              # (checked before anything is made or written)
+        check_runs(self.study, [s for s in self.specs if states[s.key] in ("left", "failed")])
         with self._deciding():
+            self.study.launcher, note = choose_launcher(self.section, self.state, self.flags)
             self.gather(command)
             seen_done = {k for k, s in self.states().items() if s == "done"}
+        if note:
+            self.say(note)
+        jobs, threads = self.plan()
         while True:
             with self._deciding():
                 states = self.states()
@@ -287,31 +399,44 @@ class Driver:
                     self.say(f"treelm study: {key}: done ({len(seen_done)} of {len(states)})")
                 if fresh:
                     self.gather(command)
-                for key, s in states.items():   # our job ended without scores
-                    if s == "left" and attempts.get(key, 0) > retries and key not in self.failed:
-                        job = self.state["jobs"][key]
-                        self.failed[key] = (self.launch.error(job["job_id"])
-                                            or "its job ended without scores")
-                        self.say(f"treelm study: {key}: failed ({self.failed[key]})")
-                states = self.states()
-                left = [s for s in self.specs if states[s.key] == "left"]
+                for key, s in states.items():   # our job ended without the run's scores
+                    job = self.state["jobs"].get(key)
+                    if s in ("left", "failed") and job and mine.get(key) == job["job_id"]:
+                        del mine[key]
+                        self._ended_here(key, self.ended[key], attempts[key], retries)
+                left = [s for s in self.specs
+                        if states[s.key] in ("left", "failed") and s.key not in self.failed]
                 busy = sum(1 for s in states.values() if s in ("running", "queued"))
                 take = left if jobs is None else left[:max(0, jobs - busy)]
                 for s in take:
                     attempts[s.key] = attempts.get(s.key, 0) + 1
                 if take:
                     self.submit(take, threads)
+                    mine.update({s.key: self.state["jobs"][s.key]["job_id"] for s in take})
                     busy += len(take)
             if not take:
                 if not wait or not busy:
                     break
                 time.sleep(poll)
         if self.failed:
-            self.say(f"treelm study: {len(self.failed)} run(s) failed: "
-                     + "; ".join(f"{k}: {w}" for k, w in self.failed.items())
-                     + "; run the study again to resume them")
+            again = [k for k, e in self.failed.items() if e.rerun_helps]
+            self.say(f"treelm study: {len(self.failed)} run(s) failed ({', '.join(self.failed)})"
+                     + (f"; run the study again to resume {', '.join(again)}" if again else ""))
         with self._deciding():
             return self.gather(command)
+
+    def _ended_here(self, key: str, end: Ended, attempts: int, retries: int) -> None:
+        """A job this driver submitted ended without its run's scores: the run is submitted
+        again, or (its training refused its config, or its attempts are spent) failed, said in
+        one line, with the job's log."""
+        if not end.usage and attempts <= retries:
+            self.say(f"treelm study: {key}: {end.why}; submitting it again (attempt "
+                     f"{attempts + 1} of {retries + 1})")
+            return
+        self.failed[key] = end
+        self.say(f"treelm study: {key}: {end.why}")
+        if end.log is not None:
+            self.say(f"treelm study: {key}: log {end.log}")
 
 
 def _resummarized(record: dict[str, Any]) -> str:

@@ -12,24 +12,35 @@ checkpoint), so a job that is stopped, killed or requeued loses nothing but the 
 - the child gets SIGTERM too when the job's process dies however it dies (``PR_SET_PDEATHSIG``),
   so no orphan trainer holds the run's lock.
 
+The child's stderr passes through the job into its log, line by line, and the job keeps its last
+lines: a training that ends before the run is finished raises :class:`JobFailed` with the child's
+exit status and its own error line (``treelm: error: ...``, exit 2, for a config it refuses), which
+submitit keeps in the job's result and the driver reads back (:func:`read_failure`). The child
+holds the pipe's reading end too, unread, so that a write after the job died (its save on
+SIGTERM) never meets a broken pipe.
+
 The run's thread count is pinned in its config (``train.threads``) and in ``OMP_NUM_THREADS``
 when it starts; a resume keeps the run's own, so it rounds as the run started.
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import submitit
 
+from treelm.errors import TreelmError
 from treelm.rundir.files import RunFiles, atomic_write_text
 
 #: The record of a scored run in its run directory (the driver gathers these).
@@ -39,6 +50,53 @@ try:     # looked up in the parent: between fork and exec the child only calls i
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):
     _PRCTL = None
+
+
+#: The prefix of the one-line error ``treelm`` prints before it exits with 2 (``treelm.cli``).
+ERROR_PREFIX = "treelm: error: "
+#: The exit status of a usage error: the config or a file it names is refused; run again as it
+#: is, the run fails the same way.
+USAGE = 2
+
+
+class JobFailed(RuntimeError):
+    """A run's job ended before its run was finished and scored: the training's exit status
+    (``USAGE``; negative: killed by that signal; None: the job's own scoring) and why, in one line
+    (the training's own error line where it printed one)."""
+
+    def __init__(self, code: int | None, line: str) -> None:
+        self.code, self.line = code, " ".join(line.split())
+        super().__init__(f"exit {code}: {self.line}")
+
+
+_FAILED = re.compile(rf"{re.escape(JobFailed.__module__)}\.JobFailed: exit (-?\d+|None): (.*)")
+
+
+def read_failure(trace: str) -> tuple[int | None, str]:
+    """The exit status and line of the :class:`JobFailed` that ended ``trace`` (a job's traceback,
+    as submitit keeps it); of any other exception, None and its last line."""
+    lines = [line for line in trace.strip().splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else "no error text"
+    m = _FAILED.fullmatch(last)
+    if m is None:
+        return None, last
+    return (None if m[1] == "None" else int(m[1])), m[2]
+
+
+def why_ended(code: int, tail: list[str]) -> str:
+    """One line for a training child that ended with ``code`` before its run was finished: its own
+    ``treelm: error:`` line, else its last line, else the signal or the status."""
+    for line in reversed(tail):
+        if line.startswith(ERROR_PREFIX):
+            return line[len(ERROR_PREFIX):].strip()
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"treelm train was killed ({name}) before the run finished"
+    last = next((line.strip() for line in reversed(tail) if line.strip()), "")
+    return last or f"treelm train exited with {code} before the run finished"
 
 
 def _child_setup() -> None:
@@ -90,7 +148,9 @@ class RunJob(submitit.helpers.Checkpointable):
         return ([*cli, "--config", self.config, "--out", str(run), "--force", *self.overrides,
                  f"train.threads={self.threads}"], self.threads)
 
-    def train(self) -> int:
+    def train(self) -> tuple[int, list[str]]:
+        """Run the training child to its end: its exit status and the last lines of its stderr
+        (which passes through to the job's own stderr, the log)."""
         cmd, threads = self.train_command()
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         for k, v in self.env.items():   # None: unset (submitit's local jobs hide the GPUs)
@@ -98,9 +158,19 @@ class RunJob(submitit.helpers.Checkpointable):
                 env.pop(k, None)
             else:
                 env[k] = v
-        self._child = subprocess.Popen(cmd, env=env, preexec_fn=_child_setup)
+        read, write = os.pipe()
         try:
-            return self._child.wait()
+            self._child = subprocess.Popen(cmd, env=env, preexec_fn=_child_setup,
+                                           stderr=write, pass_fds=(read,))
+        finally:
+            os.close(write)
+        tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        copier = threading.Thread(target=_pass_through, args=(read, tail), daemon=True)
+        copier.start()
+        try:
+            code = self._child.wait()
+            copier.join(timeout=10)     # (a process the child left behind may hold its stderr)
+            return code, list(tail)
         finally:
             self._child = None
 
@@ -116,11 +186,13 @@ class RunJob(submitit.helpers.Checkpointable):
                 os.environ[k] = v
         started = time.time()
         if last_done(run) is None:
-            rc = self.train()
+            code, tail = self.train()
             if last_done(run) is None:
-                raise RuntimeError(f"{self.key}: treelm train exited with {rc} before the run "
-                                   f"finished; run the study again to resume it")
-        entry = score_run(run, self.trees, self.evals)
+                raise JobFailed(code, why_ended(code, tail))
+        try:
+            entry = score_run(run, self.trees, self.evals)
+        except TreelmError as e:        # a treebank or eval file refused: a usage error too
+            raise JobFailed(USAGE, str(e)) from None
         entry.update(key=self.key, study=self.study, overrides=self.overrides,
                      machine=machine(), job_seconds=round(time.time() - started, 1),
                      job_id=os.environ.get("SLURM_JOB_ID") or os.environ.get(
@@ -138,6 +210,26 @@ class RunJob(submitit.helpers.Checkpointable):
                 os.kill(child.pid, signal.SIGTERM)  # a second one stops at once
                 _exited(child.pid, 30)
         return super().checkpoint(*args, **kwargs)
+
+
+#: The child's stderr lines a job keeps to say why it failed.
+TAIL_LINES = 50
+
+
+def _pass_through(fd: int, tail: collections.deque[str]) -> None:
+    """Copy the child's stderr (pipe ``fd``) to this process's stderr line by line, keeping the
+    last lines in ``tail``; until the child closes it (at its exit: it holds the reading end too,
+    which no other process does)."""
+    out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        for raw in iter(pipe.readline, b""):
+            tail.append(raw.decode("utf-8", "replace").rstrip("\n"))
+            if out is not None:
+                try:
+                    out.write(raw)
+                    out.flush()
+                except (OSError, ValueError):
+                    out = None
 
 
 def _exited(pid: int, timeout: float) -> bool:

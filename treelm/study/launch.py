@@ -2,9 +2,13 @@
 was stopped and started again finds them.
 
 A job is known by its launcher and id alone (kept in the study's state file), never by a lock of
-ours: a local job is its submitit controller's process (alive when that pid runs submitit's
-controller for this study's folder), a Slurm job is what ``squeue`` lists (pending, running,
-requeued...). The run directory's own writer lock is the only guard against a second trainer.
+ours, and asked of the launcher that submitted it, whatever launcher today's command names
+(:func:`scheduler_states`): a local job is its submitit controller's process (alive when that pid
+runs submitit's controller for this study's folder), a Slurm job is what ``squeue`` lists
+(pending, running, requeued...). The run directory's own writer lock is the only guard against a
+second trainer. A job that has ended without its run's scores says why from the result submitit
+kept (:func:`ended`): the training's own error line, or none where the job was cancelled or
+killed or its node failed.
 
 Local: submitit's ``LocalExecutor`` starts every job it is given at once and stops a job after
 ``timeout_min`` (2 minutes by default): the driver gives it at most ``jobs`` runs at a time and a
@@ -19,13 +23,14 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import submitit
 
 from treelm.errors import TreelmError
-from treelm.study.job import RunJob
+from treelm.study.job import USAGE, RunJob, read_failure
 from treelm.study.spec import Launcher
 
 LOCAL_DEFAULT_MINUTES = 7 * 24 * 60
@@ -94,6 +99,78 @@ def slurm_states(job_ids: list[str]) -> dict[str, str]:
     return {j: states[j] for j in job_ids if j in states}
 
 
+def scheduler_states(jobs: dict[str, str], folder: Path,
+                     live: dict[str, Any] | None = None) -> dict[str, str]:
+    """The state of each job (id -> the name of the launcher that submitted it) that its
+    scheduler still knows: Slurm's (``squeue -t all``: terminal ones too, for a while), and
+    ``RUNNING`` for a local job whose controller runs (``live``: the submitit handles of the jobs
+    this process submitted, which also reap them). A job absent has ended."""
+    out: dict[str, str] = {}
+    for job_id, name in jobs.items():
+        if name == "local" and _local_running(job_id, folder, live or {}):
+            out[job_id] = "RUNNING"
+    out.update(slurm_states([j for j, name in jobs.items() if name == "slurm"]))
+    return out
+
+
+def held(state: str | None) -> str | None:
+    """``queued`` or ``running`` for a job its scheduler still holds in ``state``, else None."""
+    if state is None or state.split()[0] in TERMINAL:
+        return None
+    return "queued" if state in WAITING else "running"
+
+
+def _local_running(job_id: str, folder: Path, live: dict[str, Any]) -> bool:
+    h = live.get(job_id)
+    if h is not None:                 # ours: its Popen knows (and reaps it)
+        return bool(h.state == "RUNNING")
+    return _alive_local(job_id, folder)
+
+
+#: The exit status of a training stopped by a signal after it saved (``treelm train``).
+INTERRUPTED = 130
+
+
+@dataclass
+class Ended:
+    """Why a run's job ended without its scores, in one line, and what a rerun would do."""
+
+    why: str
+    code: int | None                  # the training's exit status, where the job saw it
+    log: Path | None                  # the job's stderr (the training's passes through it)
+    rerun_helps: bool                 # killed, cancelled, preempted, its node lost: it resumes
+
+    @property
+    def usage(self) -> bool:
+        """The training refused its config (exit 2): a rerun as it is fails the same way."""
+        return self.code == USAGE
+
+
+def ended(folder: Path, job_id: str, launcher: str, state: str | None = None,
+          since: float | None = None) -> Ended:
+    """Why job ``job_id`` ended without its run's scores: the error submitit kept in its result
+    (a result older than ``since``, the job's submission, is another job's: local ids are pids),
+    else its scheduler's last ``state`` or, with none, that it was cancelled, killed or lost."""
+    paths = submitit.core.utils.JobPaths(folder, job_id=job_id)
+    log = paths.stderr if paths.stderr.exists() else None
+    result = paths.result_pickle
+    outcome: Any = None
+    try:
+        if since is None or launcher != "local" or result.stat().st_mtime >= since - 1:
+            outcome = submitit.core.utils.pickle_load(result)
+    except Exception:   # noqa: BLE001 - absent, or half written by a job that was killed
+        outcome = None
+    if isinstance(outcome, tuple) and outcome and outcome[0] == "error":
+        code, line = read_failure(str(outcome[1]))
+        return Ended(line, code, log, code is not None and (code < 0 or code == INTERRUPTED))
+    if isinstance(outcome, tuple) and outcome and outcome[0] == "success":
+        return Ended("its job ended, but the run's study.json is not this study's", None, log,
+                     False)
+    how = (f"its Slurm job ended {state.split()[0]}" if state else
+           "its job ended (cancelled or killed, or its node failed)")
+    return Ended(f"{how} before the run finished", None, log, True)
+
+
 class Launch:
     """Submits jobs and tells which of the study's jobs are still queued or running."""
 
@@ -138,30 +215,3 @@ class Launch:
         for h in handles:
             self._live[str(h.job_id)] = h
         return [str(h.job_id) for h in handles]
-
-    def active(self, job_ids: list[str]) -> set[str]:
-        """The ids of ``job_ids`` still queued or running (submitted by any driver)."""
-        if self.launcher.name == "local":
-            return {j for j in job_ids if self._local_running(j)}
-        return {j for j, state in slurm_states(job_ids).items() if state not in TERMINAL}
-
-    def _local_running(self, job_id: str) -> bool:
-        h = self._live.get(job_id)
-        if h is not None:                 # ours: its Popen knows (and reaps it)
-            return h.state == "RUNNING"
-        return _alive_local(job_id, self.folder)
-
-    def error(self, job_id: str) -> str | None:
-        """The last line of a finished job's error, where submitit kept one."""
-        h = self._live.get(job_id)
-        # without its result file (a cancelled or killed job) submitit would wait for it forever
-        if h is None or not h.paths.result_pickle.exists():
-            return None
-        try:
-            exc = h.exception()
-        except Exception as e:   # noqa: BLE001 - submitit raises its own kinds here
-            return str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        if exc is None:
-            return None
-        text = str(exc).strip().splitlines()
-        return text[-1] if text else type(exc).__name__

@@ -122,6 +122,14 @@ class TrainingTrees(ParseTracker):
             write_choices(run, changes)
 
 
+def check_task(ep: EvalParse | None, task: str) -> None:
+    """``train.eval_parse`` is a language model's: any other task's run is refused (a study checks
+    its runs so before it submits them)."""
+    if ep is not None and task != "lm":
+        raise TreelmError(f"train.eval_parse scores a language model's trees; this is a "
+                          f"{task!r} run (drop train.eval_parse)")
+
+
 def training_trees(ep: EvalParse | None, model: nn.Module, task: str, main: bool,
                    tell: Callable[[str], None]) -> TrainingTrees | None:
     """The tree scorer of ``train.eval_parse`` (main process only), the treebank read now: a
@@ -129,9 +137,7 @@ def training_trees(ep: EvalParse | None, model: nn.Module, task: str, main: bool
     said in one line and the run trains without tree scores."""
     if ep is None:
         return None
-    if task != "lm":
-        raise TreelmError(f"train.eval_parse scores a language model's trees; this is a "
-                          f"{task!r} run (drop train.eval_parse)")
+    check_task(ep, task)
     if not main:
         return None
     try:
