@@ -29,8 +29,10 @@ distribution, only a slower one.
 Training (:meth:`AdaptiveSoftmax.loss`) runs the head on every row and tail c only on the rows
 whose target is in V_c, each through :func:`treelm.nn.linear_ce.linear_cross_entropy` (the fused
 product + softmax cross-entropy: no logits kept beyond its gradient buffer), so no (N, V) tensor
-is made. The full log-probabilities (:meth:`AdaptiveSoftmax.log_probs`, the model's ``logits``:
-evaluation, generation, probes) compute every tail on every row.
+is made. Which rows those are depends on the data (``nonzero``: a host sync on CUDA, and shapes
+that change from batch to batch, so this layer is not for CUDA-graph capture). The full
+log-probabilities (:meth:`AdaptiveSoftmax.log_probs`, the model's ``logits``: evaluation,
+generation, probes) compute every tail on every row.
 
 FLOPs (multiply-adds × 2; forward + backward = 3 × forward, each product's two gradients). Per
 token, with N rows in the batch and f_c the fraction of targets in V_c:
