@@ -67,6 +67,7 @@ BASE: dict[str, list[list[str]]] = {
                  ["--batch-size", "2"]],
     "parse": [["{run}"]],
     "eval-parse": [["{run}"], ["--treebank", "{tmp}/tiny.mrg"]],
+    "ensemble": [["{run}"], ["--treebank", "{tmp}/tiny.mrg"]],
     "plot": [["{run}"], ["the company"], ["-o", "{tmp}/p.png"]],
     "plot-tree": [["(a b)"], ["-o", "{tmp}/t.png"]],
     "tag": [["{tag}"]],
@@ -118,6 +119,17 @@ FORMS: dict[str, list[Bad]] = {
                   Bad("range", "train.nosuch=1", RUN, r"unknown train options \['nosuch'\]"),
                   Bad("range", "train.lr=-1", RUN, r"train.lr = -1\.0: must be > 0")],
     "TREE|SENTENCE": [Bad("type", "(a b", RUN, r"malformed tree: 1 unclosed '\('")],
+    # ensemble's sources: a run, RUN:LAYER:RULE or a tree file
+    "SOURCE": [Bad("unreadable", "{tmp}/plain.txt/none", RUN, "no such run directory, "
+                   "RUN:LAYER:RULE"),
+               Bad("range", "{run}:99:official", RUN, "layer 99: this model's ON-LSTM layers "
+                   "are 1, 2"),
+               Bad("range", "{run}:2:nosuch", RUN, "no such run directory, RUN:LAYER:RULE"),
+               Bad("type", "{tmp}/plain.txt", RUN, r"plain\.txt:1: malformed tree: 9 trees side "
+                   "by side")],
+    "W1,W2,...": [Bad("type", "a,b", PARSE, "give one number >= 0 per source"),
+                  Bad("range", "1,-1", PARSE, "give one number >= 0 per source"),
+                  Bad("range", "1,2", RUN, "2 weights for 1 sources")],
 }
 # the arguments that take any text, each with the reason ("VERB NAME": a flag, or a positional's
 # metavar); one that is not here and has no form in FORMS fails the coverage test

@@ -332,7 +332,7 @@ def test_ensemble_of_runs_and_files_on_a_treebank(lm_run, mrg, tmp_path, capsys,
     out = tmp_path / "average.txt"
     code, table, err = _run(capsys, "ensemble", lm_run, f"{lm_run}:2:split",
                             f"{lm_run}:2:official", other, "--treebank", mrg, "-o", out,
-                            "--weights", "1,2,0.5,3")
+                            "--source-weights", "1,2,0.5,3")
     assert code == 0 and len(calls) == 1                      # through the API's function
     assert out.read_text(encoding="utf-8") == "".join(tree_to_brackets(t) + "\n"
                                                       for t in expected)
@@ -344,7 +344,7 @@ def test_ensemble_of_runs_and_files_on_a_treebank(lm_run, mrg, tmp_path, capsys,
     # the scores are eval-parse's: the average's file, scored again, gives its row
     again = _report(capsys, "--trees", out, "--treebank", mrg)["trees"][str(out)]
     code, js, _ = _run(capsys, "ensemble", lm_run, f"{lm_run}:2:split", f"{lm_run}:2:official",
-                       other, "--treebank", mrg, "-o", out, "--weights", "1,2,0.5,3",
+                       other, "--treebank", mrg, "-o", out, "--source-weights", "1,2,0.5,3",
                        "--format", "json")
     rep = json.loads(js)
     assert rep["trees"]["tree average of 4 sources, weighted"] == again
@@ -382,7 +382,8 @@ def test_ensemble_of_input_lines_keeps_blank_lines(lm_run, tmp_path, capsys):
     left = tmp_path / "left.txt"
     left.write_text("\n".join([tree_to_brackets(left_branching(words[0])), "",
                                "(prices rose)", "yes"]) + "\n", encoding="utf-8")
-    code, out, _ = _run(capsys, "ensemble", lm_run, left, "--input", text, "--weights", "1,1")
+    code, out, _ = _run(capsys, "ensemble", lm_run, left, "--input", text, "--source-weights",
+                        "1,1")
     run_trees = layer_trees(load_run(lm_run), words, [1], "official")[0][1]
     expected = average_trees([run_trees, [left_branching(words[0]), words[1], "yes"]])
     assert code == 0 and out.split("\n") == [tree_to_brackets(expected[0]), "",
@@ -403,7 +404,7 @@ def test_ensemble_errors_are_one_line(lm_run, mrg, tmp_path, capsys):
         f"{tmp_path / 'nothing'}: no such run directory, RUN:LAYER:RULE (rule official or " \
         f"split) or tree file"
     assert "2 weights for 1 sources" in _error(capsys, "ensemble", lm_run, "--treebank", mrg,
-                                               "--weights", "1,2")
+                                               "--source-weights", "1,2")
     assert _error(capsys, "ensemble", f"{lm_run}:5:official", "--treebank", mrg) == \
         f"{lm_run}:5:official: layer 5: this model's ON-LSTM layers are 1, 2"
     assert "--max-len needs --treebank" in _error(capsys, "ensemble", lm_run, "--input", short,

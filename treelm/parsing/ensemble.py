@@ -38,7 +38,7 @@ ENSEMBLE_EPILOG = """examples:
   treelm ensemble runs/seed1 runs/seed2 runs/seed3 --treebank nltk-test -o average.txt
   treelm ensemble runs/seed1:2:official runs/seed1:2:split runs/seed1:3:official \\
       --treebank nltk-dev                       # three readings of one run; scores on stderr
-  treelm ensemble cpcfg.txt diora.txt runs/onlstm --treebank nltk-test --weights 2,1,1
+  treelm ensemble cpcfg.txt diora.txt runs/onlstm --treebank nltk-test --source-weights 2,1,1
   treelm ensemble runs/a runs/b --input sentences.txt > trees.txt
   treelm eval-parse --trees average.txt --treebank nltk-test     # the average scored again
 """
@@ -75,7 +75,7 @@ def read_source(text: str) -> Source:
 
 
 def weight_list(text: str) -> list[float]:
-    """The ``type=`` of ``--weights``: comma-separated numbers, finite and ``>= 0``."""
+    """The ``type=`` of ``--source-weights``: comma-separated numbers, finite and ``>= 0``."""
     check = Number(float, at_least=0)
     try:
         return [check(part.strip()) for part in text.split(",")]
@@ -132,10 +132,13 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
     from treelm.api.average import average_trees
     from treelm.syntax.trees import tree_to_brackets
 
+    if args.input is None and args.treebank is None:
+        raise TreelmError("ensemble needs the sentences: --input FILE ('-': stdin) or "
+                          "--treebank TB")
     sources = [read_source(s) for s in args.sources]
-    if args.weights is not None and len(args.weights) != len(sources):
-        raise TreelmError(f"--weights: {len(args.weights)} weights for {len(sources)} sources; "
-                          "give one per source")
+    if args.source_weights is not None and len(args.source_weights) != len(sources):
+        raise TreelmError(f"--source-weights: {len(args.source_weights)} weights for "
+                          f"{len(sources)} sources; give one per source")
     if args.max_len is not None and args.treebank is None:
         raise TreelmError("--max-len needs --treebank")
     if args.output:
@@ -175,7 +178,7 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
         if source.is_run:
             read[k] = _run_trees(args, source, [sentences[i] for i in full])
     named = {f"[{k}] {name}": trees for k, (name, trees) in enumerate(read, 1)}
-    average = average_trees(list(named.values()), args.weights)
+    average = average_trees(list(named.values()), args.source_weights)
     out_lines = [""] * len(sentences)
     for i, tree in zip(full, average):
         out_lines[i] = tree_to_brackets(tree)
@@ -190,11 +193,11 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
         from treelm.syntax.baselines import DEFAULT_BASELINES
         from treelm.syntax.report import format_table, parsing_report
 
-        weighted = "" if args.weights is None else ", weighted"
+        weighted = "" if args.source_weights is None else ", weighted"
         named[f"tree average of {len(sources)} sources{weighted}"] = average
         report = parsing_report(args.treebank, args.max_len, golds=golds, trees=named,
                                 baselines=DEFAULT_BASELINES, seeds=range(5))
-        report["weights"] = args.weights
+        report["weights"] = args.source_weights
         shown = json.dumps(report) if args.format == "json" else format_table(report)
         print(shown, file=sys.stdout if args.output else sys.stderr, flush=True)
     return 0
@@ -208,7 +211,7 @@ def add_ensemble(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a run directory (its dev-chosen layer and rule), RUN:LAYER:RULE, or a "
                    "file of trees (one bracketed tree a line)")
-    where = p.add_mutually_exclusive_group(required=True)
+    where = p.add_mutually_exclusive_group()      # one of them: checked by the verb
     where.add_argument("--input", metavar="FILE",
                        help="the sentences, one a line, words separated by spaces ('-': stdin)")
     where.add_argument("--treebank",
@@ -219,8 +222,9 @@ def add_ensemble(sub: Any) -> argparse.ArgumentParser:
                    help="with --treebank: its sentences of at most this many words")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="write the trees here (default: stdout)")
-    p.add_argument("--weights", type=weight_list, metavar="W1,W2,...",
-                   help="one weight >= 0 per source, in order (default: all 1)")
+    p.add_argument("--source-weights", type=weight_list, metavar="W1,W2,...",
+                   help="one weight >= 0 per source, in order: its votes count that many times "
+                   "(default: all 1)")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="the scores (--treebank): a table (default) or one JSON object")
     add_run_options(p)

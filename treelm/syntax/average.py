@@ -1,31 +1,33 @@
 """Tree averaging: per sentence, the binary tree that shares the most spans with K source trees.
 
-Shayegh, Cao, Wang, Rudzicz and Mou, "Ensemble Distillation for Unsupervised Constituency
-Parsing" (ICLR 2024) average the trees of several parsers ("teachers") this way. For a sentence
-of ``n`` words, source trees ``T_1 … T_K`` and weights ``w_k >= 0`` (all 1 by default), the
-average is
+Shayegh, Cao, Zhu, Cheung and Mou, "Ensemble Distillation for Unsupervised Constituency
+Parsing" (ICLR 2024, arXiv:2310.01717) average the trees of several parsers ("teachers") this
+way. For a sentence of ``n`` words, source trees ``T_1 … T_K`` and weights ``w_k >= 0`` (all 1
+by default), the average is
 
     T* = argmax_{T binary over the n words}  sum_k w_k |S(T) ∩ S(T_k)|,
 
 where ``S(T)`` is the set of spans ``(i, j)`` of ``T`` (words ``i .. j-1``, from 0) with
 ``2 <= j - i <= n - 1``: single words and the whole sentence are in every tree, so they are left
-out, as the F1 of :mod:`treelm.syntax.metrics` leaves them out. A source tree may be n-ary or
-have unary nodes: only its spans count. The objective is a sum over the spans of ``T`` of the
-vote ``v(i, j) = sum_k w_k [(i, j) ∈ S(T_k)]`` (:func:`span_votes`), so a CKY recursion over
-spans finds the maximum exactly:
+out, as the F1 of :mod:`treelm.syntax.metrics` leaves them out. Every binary tree has ``n - 2``
+such spans, so with binary sources ``T*`` is also the binary tree of the highest summed F1
+against them. A source tree may be n-ary or have unary nodes: only its spans count. The
+objective is a sum over the spans of ``T`` of the vote ``v(i, j) = sum_k w_k [(i, j) ∈ S(T_k)]``
+(:func:`span_votes`), so a CKY recursion over spans finds the maximum exactly:
 
     best(i, i+1) = 0,    best(i, j) = v(i, j) + max_{i<k<j} best(i, k) + best(k, j).
 
-Cost per sentence: ``O(K·n)`` for the votes (a tree has at most ``n - 1`` spans) and ``O(n^3)``
-for the recursion, whose inner maximum over the split ``k`` is one numpy operation for all spans
-of one length (:func:`best_binary_tree`; no Python recursion, so long sentences are fine).
+Cost per sentence: ``O(K·n)`` for the votes (a tree has at most ``n - 2`` spans in ``S``) and
+``O(n^3)`` for the recursion, whose inner maximum over the split ``k`` is one numpy operation for
+all spans of one length, of all sentences of the same length at once (:func:`best_splits`; no
+Python recursion, so long sentences are fine).
 
 **Ties** go to the smallest split point ``k`` at every span (the first maximum), so among the
 trees of the highest objective the average is the one whose split points, read top-down and
-left to right (pre-order), come first in lexicographic order; where every span has the same
-vote (one source, or sources that disagree everywhere) this is the right-branching tree
-``[w_1, [w_2, [… w_n]]]``. With integer weights (the default) the votes are exact and so are
-the ties; with fractional weights two sums that are equal on paper may differ in the last bit.
+left to right (pre-order), come first in lexicographic order; where nothing is voted for, this is
+the right-branching tree ``[w_1, [w_2, [… w_n]]]``. With integer weights (the default) the votes
+are exact and so are the ties; with fractional weights two sums that are equal on paper may
+differ in the last bit.
 
 :func:`average_trees` averages whole corpora (K lists of trees, one per source, in the same
 sentence order); ``treelm ensemble`` and ``treelm.average_trees`` call it.

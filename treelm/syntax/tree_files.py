@@ -67,7 +67,8 @@ def _build(tokens: list[str], labelled: bool) -> tuple[Tree, list[str]]:
     if len(stack) > 1:
         raise TreeLineError(f"malformed tree: {len(stack) - 1} unclosed '('")
     if len(stack[0]) != 1:
-        raise TreeLineError(f"malformed tree: {len(stack[0])} trees side by side")
+        raise TreeLineError(f"malformed tree: {len(stack[0])} trees side by side; wrap them in "
+                            "one pair of brackets")
     return stack[0][0], leaves
 
 
