@@ -112,6 +112,48 @@ def _run_trees(args: argparse.Namespace, source: Source, sentences: list[list[st
     return f"{source.path} (layer {layer}, {rule})", trees[layer]
 
 
+def _sentences(args: argparse.Namespace) -> tuple[list[Any] | None, list[Any] | None,
+                                                  list[list[str]]]:
+    """(every gold tree of --treebank, those of at most --max-len words, their words), or
+    (None, None, the words of --input's lines: a blank line none)."""
+    if args.treebank is None:
+        from treelm.text.inputs import input_lines
+
+        return None, None, [line.split() for line in input_lines(args.input)]
+    from treelm.syntax.report import load_golds
+
+    every = load_golds(args.treebank)
+    golds = [g for g in every if args.max_len is None or len(g.words) <= args.max_len]
+    if not golds:
+        raise TreelmError(f"{args.treebank}: no sentences of <= {args.max_len} words to "
+                          "evaluate")
+    return every, golds, [list(g.words) for g in golds]
+
+
+def _source_trees(args: argparse.Namespace, sources: list[Source], sentences: list[list[str]],
+                  full: list[int], every: list[Any] | None) -> list[tuple[str, list[Any]]]:
+    """(name, trees of the sentences ``full`` indexes) of each source, in order; the tree files
+    are read first, so that one that does not fit fails before any run is loaded."""
+    from treelm.syntax.tree_files import read_tree_file, treebank_tree_file
+
+    read: list[tuple[str, list[Any]]] = [("", [])] * len(sources)
+    for k, source in enumerate(sources):
+        if source.is_run:
+            continue
+        if every is not None:
+            trees = treebank_tree_file(source.path, every, args.treebank, args.max_len)[1]
+        else:
+            where = "stdin" if args.input in (None, "-") else args.input
+            trees = read_tree_file(source.path, sentences,
+                                   f"the {len(sentences)} lines of {where}")
+            trees = [trees[i] for i in full]
+        read[k] = (source.path, trees)
+    for k, source in enumerate(sources):
+        if source.is_run:
+            read[k] = _run_trees(args, source, [sentences[i] for i in full])
+    return read
+
+
 def cmd_ensemble(args: argparse.Namespace) -> int:
     """average the trees of runs and tree files, sentence by sentence
 
@@ -143,40 +185,9 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
         raise TreelmError("--max-len needs --treebank")
     if args.output:
         check_output(args.output, what="trees")
-    golds = every = None
-    if args.treebank is not None:
-        from treelm.syntax.report import load_golds
-
-        every = load_golds(args.treebank)
-        golds = [g for g in every if args.max_len is None or len(g.words) <= args.max_len]
-        if not golds:
-            raise TreelmError(f"{args.treebank}: no sentences of <= {args.max_len} words to "
-                              "evaluate")
-        lines = [" ".join(g.words) for g in golds]
-    else:
-        from treelm.text.inputs import input_lines
-
-        lines = list(input_lines(args.input))
-    sentences = [line.split() for line in lines]
+    every, golds, sentences = _sentences(args)
     full = [i for i, words in enumerate(sentences) if words]
-    read: list[tuple[str, list[Any]]] = [("", [])] * len(sources)
-    for k, source in enumerate(sources):        # files first: they fail before any run
-        if source.is_run:
-            continue
-        if every is not None:
-            from treelm.syntax.tree_files import treebank_tree_file
-
-            trees = treebank_tree_file(source.path, every, args.treebank, args.max_len)[1]
-        else:
-            from treelm.syntax.tree_files import read_tree_file
-
-            where = "stdin" if args.input in (None, "-") else args.input
-            trees = read_tree_file(source.path, sentences, f"the {len(lines)} lines of {where}")
-            trees = [trees[i] for i in full]
-        read[k] = (source.path, trees)
-    for k, source in enumerate(sources):
-        if source.is_run:
-            read[k] = _run_trees(args, source, [sentences[i] for i in full])
+    read = _source_trees(args, sources, sentences, full, every)
     named = {f"[{k}] {name}": trees for k, (name, trees) in enumerate(read, 1)}
     average = average_trees(list(named.values()), args.source_weights)
     out_lines = [""] * len(sentences)
