@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/cells.py [--json] [--sizes paper cpu] [--repeats N]
         [--gemm auto|mkl|onednn|mm] [--device cpu|cuda] [--models NAME ...] [--out PATH]
+        [--isa avx2]
 
 Compares ``torch.nn.LSTM`` with treelm's cells: the reference ON-LSTM (``impl="reference"``), the
 fused ON-LSTM (``onlstm.fused``: ``impl="auto"``, on the CPU the C++ loops of
@@ -16,7 +17,23 @@ products of the fused ON-LSTM and of the GEMM floor run on the backend :mod:`tre
 measures fastest per shape (``--gemm`` forces one); the record lists, per size and model, which
 backend each product used and the times measured.
 
-Run it alone on an otherwise idle machine: the numbers are wall-clock times.
+Run it alone on an otherwise idle machine: the numbers are wall-clock times. The record says how
+busy the machine was at the start (``machine.other_busy_cores``: cores other processes kept busy
+over 0.2 s, :func:`treelm.omp.other_busy_cores`), lscpu's threads per core (two vCPUs may be one
+core's two hyperthreads) and the environment that changes kernels or threads (``env``:
+``OMP_*``, ``GOMP_*``, ``MKL_*``, ``ONEDNN_*``, ``ATEN_CPU_CAPABILITY``, ``TREELM_*``, as set).
+
+``--isa avx2`` measures the AVX2 path on a CPU with more (the proxy of issue 49 for an AVX2-only
+CPU on an AVX-512 one): PyTorch's kernels (``ATEN_CPU_CAPABILITY=avx2``), MKL
+(``MKL_ENABLE_INSTRUCTIONS=AVX2``), oneDNN (``ONEDNN_MAX_CPU_ISA=AVX2``) and treelm's C++ loops
+(``TREELM_CXX_ISA=avx2``, :mod:`treelm.kernels.build`) limited to AVX2 and FMA. The libraries read
+these once, when they load, so the script starts itself again with them set (run as a script;
+:func:`main` called from Python needs them set before torch was imported). The record adds
+``"proxy": "avx2"`` where the CPU has AVX-512 (``machine.cpu_simd`` lists what the CPU has,
+``machine.torch_cpu_capability`` what PyTorch used), the variables (``isa_env``) and the ISA
+oneDNN reported (``onednn_isa``); its default name is ``cells-avx2-proxy-<YYYYMMDD>.json``.
+Everything else (the cache of the GEMM backend a shape takes, the C++ loops' folder) is per ISA
+already. On a CPU without AVX-512, ``--isa avx2`` changes nothing and is recorded as no proxy.
 
 ``--device cuda`` times the same models on the GPU (``impl="auto"`` is then the Triton path):
 each run between two CUDA events, after ``torch.cuda.synchronize``, so a time covers the GPU's
@@ -32,8 +49,11 @@ import argparse
 import datetime as _dt
 import importlib
 import json
+import os
+import re
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -44,8 +64,9 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_info  # noqa: E402
+from common import cpu_info, lscpu, machine_info  # noqa: E402
 
+from treelm import omp  # noqa: E402
 from treelm.kernels import gemm  # noqa: E402
 
 # Problem sizes. "paper": Shen et al. 2019 / AWD-LSTM on PTB (batch 20, BPTT 70, embedding 400,
@@ -59,6 +80,16 @@ SIZES: dict[str, dict[str, int]] = {
 THREADS = 2
 CPU = torch.device("cpu")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: ``--isa``: the environment that limits PyTorch, MKL, oneDNN and treelm's C++ loops to that
+#: instruction set (read by each library when it loads: set before torch is imported)
+ISA_PROXIES: dict[str, dict[str, str]] = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2", "TREELM_CXX_ISA": "avx2"},
+}
+#: instruction sets above each ``--isa`` choice: a CPU with one of them makes ``--isa`` a proxy
+_ABOVE = {"avx2": ("avx512f",)}
+#: environment variables recorded (``env``): they change which kernels run, or how threads wait
+_ENV_RECORDED = re.compile(r"(OMP_|GOMP_|KMP_|MKL_|ONEDNN_|DNNL_|TREELM_|ATEN_CPU_CAPABILITY$)")
 
 Model = nn.Module
 Runner = Callable[[Tensor], Tensor]
@@ -306,11 +337,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--official", type=Path, default=None, metavar="CHECKOUT",
                     help="also time the official ON-LSTM from this checkout of "
                     "yikangshen/Ordered-Neurons (not shipped with treelm)")
+    ap.add_argument("--isa", choices=sorted(ISA_PROXIES), default=None,
+                    help="limit PyTorch, MKL, oneDNN and the C++ loops to this instruction set "
+                    "(the script restarts itself with their variables set; a proxy where the "
+                    "CPU has more)")
     args = ap.parse_args(argv)
+    if args.isa is not None:
+        _isa_environment(ap, args.isa, from_python=argv is not None)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: no CUDA device here")
 
+    isa = _isa_record(args.isa)
+    busy = _machine_load()              # before anything of ours runs
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the trainer and the CLI do
     if args.gemm is not None:
@@ -367,7 +406,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "command": shlex.join([sys.executable, *sys.argv] if argv is None else ["cells.py", *argv]),
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "machine": {**machine_info(), "mkl": torch.backends.mkl.is_available(),
-                    "mkldnn": torch.backends.mkldnn.is_available()},
+                    "mkldnn": torch.backends.mkldnn.is_available(), **busy},
+        "env": {k: v for k, v in sorted(os.environ.items()) if _ENV_RECORDED.match(k)},
+        **isa,
         "gemm": {"requested": gemm.requested_backend(),
                  "available": list(gemm.available_backends()),
                  "used": _gemm_summary(results)},
@@ -381,7 +422,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "results": results,
         "ratios": ratios,
     }
-    kind = "cells-gpu" if device.type == "cuda" else "cells"
+    kind = ("cells-gpu" if device.type == "cuda"
+            else f"cells-{args.isa}-proxy" if isa.get("proxy") else "cells")
     out = args.out or RESULTS_DIR / f"{kind}-{_dt.date.today():%Y%m%d}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
@@ -392,6 +434,61 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{key}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
         print(f"wrote {out}")
     return report
+
+
+def _isa_environment(ap: argparse.ArgumentParser, isa: str, from_python: bool) -> None:
+    """Make sure this process runs with ``--isa``'s variables: start the script again with them
+    set unless they already are (the libraries read them once, when torch loads them)."""
+    wanted = ISA_PROXIES[isa]
+    if all(os.environ.get(k) == v for k, v in wanted.items()):
+        if torch.backends.cpu.get_cpu_capability().lower() != isa:
+            ap.error(f"--isa {isa}: PyTorch runs {torch.backends.cpu.get_cpu_capability()} "
+                     f"(a CPU without {isa}, or torch imported before the variables were set)")
+        return
+    if from_python:
+        ap.error(f"--isa {isa}: set {' '.join(f'{k}={v}' for k, v in wanted.items())} before "
+                 "Python imports torch, or run the script")
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **wanted})
+
+
+def _isa_record(isa: str | None) -> dict[str, Any]:
+    """What the record says of ``--isa``: nothing without it; else the variables, the ISA
+    oneDNN reports, and ``"proxy"`` where the CPU has an instruction set above it."""
+    if isa is None:
+        return {}
+    has = set(cpu_info()["cpu_simd"])          # the CPU's flags, whatever is limited
+    out: dict[str, Any] = {"isa": isa, "isa_env": dict(ISA_PROXIES[isa]),
+                           "onednn_isa": _onednn_isa()}
+    if has & set(_ABOVE[isa]):
+        out["proxy"] = isa
+    return out
+
+
+def _onednn_isa() -> str | None:
+    """The instruction set oneDNN says it uses in a fresh process of this environment (its
+    verbose header, ``isa:...``), or ``None`` where it says nothing."""
+    code = ("import torch\n"
+            "torch.ops.mkldnn._linear_pointwise(torch.ones(2, 8), torch.ones(4, 8), None, "
+            "'none', [], '')\n")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "ONEDNN_VERBOSE": "1",
+                                             "OMP_NUM_THREADS": "1"})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"^onednn_verbose,.*,isa:(.*)$", r.stdout, re.M)
+    return found.group(1).strip() if found else None
+
+
+def _machine_load() -> dict[str, Any]:
+    """How busy the machine is as the benchmark starts, and whether its CPUs share cores."""
+    busy = omp.other_busy_cores()
+    out: dict[str, Any] = {"other_busy_cores": None if busy is None else round(busy, 2)}
+    tpc = lscpu().get("Thread(s) per core")
+    if tpc:
+        out["threads_per_core"] = int(tpc) if tpc.isdigit() else tpc
+    return out
 
 
 def _cxx_info() -> dict[str, Any]:

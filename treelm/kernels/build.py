@@ -26,6 +26,15 @@ its vendor, and it is not ``-march=native``: a binary compiled for exactly the i
 named in its folder runs on every CPU, Intel or AMD, that has them, whereas ``-march=native``
 could use more than the folder name says (and crash on another machine sharing the cache).
 
+Another instruction set, to measure one class of CPU on another (the AVX2 path on an AVX-512
+machine): ``TREELM_CXX_ISA=avx2`` (or ``avx512``, ``default``; empty or ``auto``: the CPU's, as
+above) builds and loads the loops for that set, in their own folder. A set this CPU does not run
+is refused (its binary would die of an illegal instruction): :func:`load` says why and the Python
+paths run. PyTorch's ``ATEN_CPU_CAPABILITY=avx2`` lowers the capability read above, so it alone
+gives the AVX2 loops too; ``benchmarks/cells.py --isa avx2`` sets both, with MKL's and oneDNN's
+limits (``MKL_ENABLE_INSTRUCTIONS=AVX2``, ``ONEDNN_MAX_CPU_ISA=AVX2``): the AVX2 proxy, named so
+in its record.
+
 ``TREELM_CXX=0`` switches the extension off (the Python fused path runs). If it cannot be built
 or loaded (no compiler, a failed build), :func:`load` says so in one line on stderr, once per
 process, and returns ``None``; callers then take the Python path. (A process that has to build
@@ -46,6 +55,8 @@ from types import ModuleType
 import torch
 
 ENV_VAR = "TREELM_CXX"
+#: the instruction set to build the loops for instead of the CPU's (lower only; see above)
+ISA_ENV = "TREELM_CXX_ISA"
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = sorted(CSRC.glob("*.cpp"))
 HEADERS = sorted(CSRC.glob("*.h"))
@@ -53,6 +64,7 @@ _ISA_FLAGS = {
     "AVX2": ["-mavx2", "-mfma"],
     "AVX512": ["-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl"],
 }
+_ISA_ORDER = ("DEFAULT", "AVX2", "AVX512")     # each runs wherever a later one does
 
 _module: ModuleType | None = None
 _tried = False
@@ -64,7 +76,8 @@ def enabled() -> bool:
     return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _isa() -> str:
+def _cpu_isa() -> str:
+    """The instruction set PyTorch's kernels use here (``ATEN_CPU_CAPABILITY`` lowers it)."""
     try:
         cap = torch.backends.cpu.get_cpu_capability()
     except (AttributeError, RuntimeError):
@@ -72,8 +85,24 @@ def _isa() -> str:
     return cap if cap in _ISA_FLAGS else "DEFAULT"
 
 
+def _isa() -> str:
+    """The instruction set the loops are built for: ``$TREELM_CXX_ISA`` where set, else the
+    CPU's. Raises ``ValueError`` for an unknown one, or one this CPU does not run (the binary
+    would die of an illegal instruction)."""
+    cpu = _cpu_isa()
+    asked = os.environ.get(ISA_ENV, "").strip().upper()
+    if asked in ("", "AUTO"):
+        return cpu
+    if asked not in _ISA_ORDER:
+        choices = ", ".join(i.lower() for i in ("auto", *_ISA_ORDER))
+        raise ValueError(f"${ISA_ENV}={asked.lower()!r}: one of {choices}")
+    if _ISA_ORDER.index(asked) > _ISA_ORDER.index(cpu):
+        raise ValueError(f"${ISA_ENV}={asked.lower()}: this CPU runs {cpu.lower()} at most")
+    return asked
+
+
 def flags() -> list[str]:
-    """The compiler flags (see the module docstring)."""
+    """The compiler flags (see the module docstring; raises as :func:`_isa`)."""
     return ["-O3", "-fopenmp", "-fno-trapping-math", "-ffp-contract=fast",
             *_ISA_FLAGS.get(_isa(), [])]
 
