@@ -11,6 +11,7 @@ five-sentence treebank) through the local launcher, whole, killed and rerun.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -347,6 +348,8 @@ def test_why_a_job_ended(tmp_path):
     assert read_failure("Traceback...\nValueError: bad\n") == (None, "ValueError: bad")
     assert why_ended(2, ["loading", "treelm: error: no corpus", ""]) == "no corpus"
     assert why_ended(-9, []) == "treelm train was killed (SIGKILL) before the run finished"
+    assert why_ended(1, ["treelm: error: earlier", "Traceback ...", "  File ...",
+                         "RuntimeError: boom", ""]) == "RuntimeError: boom"
     gone = ended(tmp_path, "123", "slurm", "CANCELLED")
     assert gone.rerun_helps and not gone.usage and gone.log is None
     assert gone.why == "its Slurm job ended CANCELLED before the run finished"
@@ -357,17 +360,23 @@ def test_the_launcher_is_remembered_and_a_flag_decides_new_submissions_only():
     from treelm.study.driver import choose_launcher
     from treelm.study.spec import Launcher
 
-    section = Launcher()                                        # no launcher: in the file
-    first, note = choose_launcher(section, {}, {"name": "slurm", "partition": "gpu"})
-    assert (first.name, first.partition, note) == ("slurm", "gpu", None)
-    import dataclasses
-
+    section = Launcher(threads=1)                                # the file's launcher:
+    first, note = choose_launcher(section, {}, {"name": "slurm", "partition": "gpu",
+                                                "time": 10.0})
+    assert (first.name, first.partition, first.threads, note) == ("slurm", "gpu", 1, None)
     state = {"launcher": {"launcher": dataclasses.asdict(first),
                           "section": dataclasses.asdict(section)}}
     assert choose_launcher(section, state, {}) == (first, None)    # the plain command
-    local, note = choose_launcher(section, state, {"name": "local"})
-    assert local.name == "local" and note == (
-        "treelm study: new submissions go to local, from the command line; "
-        "the study was submitted with slurm (partition gpu), and its jobs are followed there")
+    assert choose_launcher(section, state, {"time": 10.0}) == (first, None)
+    longer, note = choose_launcher(section, state, {"time": 60.0})  # slurm, 60 minutes
+    assert longer == dataclasses.replace(first, time=60.0) and note == (
+        "treelm study: new submissions go to slurm (threads 1, time 60, partition gpu), from "
+        "the command line; the study was submitted with slurm (threads 1, time 10, partition "
+        "gpu), and its jobs are followed there")
+    local, note = choose_launcher(section, state, {"name": "local"})  # the file's, made local
+    assert local == Launcher(threads=1) and note.startswith(
+        "treelm study: new submissions go to local (threads 1), from the command line; ")
     changed, note = choose_launcher(Launcher(jobs=3), state, {})
-    assert changed == Launcher(jobs=3) and "from the study file's launcher: section;" in note
+    assert changed == Launcher(jobs=3) and note.startswith(
+        "treelm study: new submissions go to local (jobs 3), from the study file's launcher: "
+        "section; the study was submitted with slurm")

@@ -128,25 +128,25 @@ def check_runs(study: Study, specs: list[RunSpec] | None = None) -> None:
 def choose_launcher(section: Launcher, state: dict[str, Any],
                     flags: dict[str, Any]) -> tuple[Launcher, str | None]:
     """The launcher of the study's new submissions and, where it is not the one the state
-    remembers, one line saying so. The state's (the study's launcher and its options, as first
-    submitted) unless the study file's ``launcher:`` section changed since, then flags on top:
-    ``treelm study S.yaml`` alone goes on as the first command began. Jobs submitted already
-    are followed through their own launcher whatever this one is."""
-    saved = state.get("launcher")
-    by = "the command line" if flags else None
-    if saved is None:
+    remembers, one line saying so: the state's (the study's launcher and its options, as last
+    submitted), so that ``treelm study S.yaml`` alone goes on as the first command began; the
+    study file's ``section`` instead where it changed since, or where a flag names another
+    launcher; then the flags on top. Jobs submitted already are followed through their own
+    launcher whatever this one is."""
+    saved = Launcher(**state["launcher"]["launcher"]) if state.get("launcher") else None
+    changed = saved is not None and dataclasses.asdict(section) != state["launcher"]["section"]
+    if saved is None or changed or flags.get("name", saved.name) != saved.name:
         base = section
-    elif dataclasses.asdict(section) != saved["section"]:
-        base, by = section, (f"the study file's launcher: section{' and ' + by if by else ''}")
     else:
-        base = Launcher(**saved["launcher"])
+        base = saved
     launcher = dataclasses.replace(base, **flags)
-    if saved is None or dataclasses.asdict(launcher) == saved["launcher"]:
+    if saved is None or launcher == saved:
         return launcher, None
+    by = " and ".join(w for w, given in (("the study file's launcher: section", changed),
+                                         ("the command line", bool(flags))) if given)
     return launcher, (f"treelm study: new submissions go to {launcher_text(launcher)}, from "
-                      f"{by}; the study was submitted with "
-                      f"{launcher_text(Launcher(**saved['launcher']))}, and its jobs are "
-                      f"followed there")
+                      f"{by}; the study was submitted with {launcher_text(saved)}, and its "
+                      f"jobs are followed there")
 
 
 #: The options of ``launcher:`` that the local launcher reads (Slurm reads all but ``jobs``).
@@ -159,7 +159,8 @@ def launcher_text(la: Launcher) -> str:
     default = Launcher()
     reads = LOCAL_OPTIONS if la.name == "local" else [
         f.name for f in dataclasses.fields(la) if f.name not in ("name", "jobs")]
-    opts = [f"{k} {getattr(la, k)}" for k in reads if getattr(la, k) != getattr(default, k)]
+    opts = [f"{k} {v:g}" if isinstance(v := getattr(la, k), float) else f"{k} {v}"
+            for k in reads if getattr(la, k) != getattr(default, k)]
     return la.name + (f" ({', '.join(opts)})" if opts else "")
 
 
@@ -226,23 +227,27 @@ class Driver:
 
     # ------------------------------------------------------------------ looking
     def states(self) -> dict[str, str]:
-        """Each run's state (see the module's docstring); each job asked of its own launcher."""
+        """Each run's state (see the module's docstring); the job of each run not done asked of
+        the launcher that submitted it (so a finished study needs no scheduler to be read)."""
         from treelm.study.launch import held, scheduler_states
 
         jobs = self.state["jobs"]
-        live = self._launch._live if self._launch is not None else None
-        known = scheduler_states({j["job_id"]: j["launcher"] for j in jobs.values()},
-                                 self.folder, live)
         recorded = self._recorded()
-        self.ended = {}
         out = {}
         for spec in self.specs:
-            job = jobs.get(spec.key)
-            holds = held(known.get(job["job_id"])) if job else None
             if scored(spec) is not None:
                 out[spec.key] = "done"
             elif spec.key in recorded and not spec.run_dir.exists():
                 out[spec.key] = "recorded"      # scored before, its directory gone: kept
+        live = self._launch._live if self._launch is not None else None
+        known = scheduler_states({j["job_id"]: j["launcher"] for k, j in jobs.items()
+                                  if k not in out}, self.folder, live)
+        self.ended = {}
+        for spec in self.specs:
+            job = jobs.get(spec.key)
+            holds = held(known.get(job["job_id"])) if job else None
+            if spec.key in out:
+                continue
             elif holds is not None:
                 out[spec.key] = holds           # queued or running: never submitted again
             elif is_held(RunFiles(spec.run_dir).lock):
@@ -252,7 +257,7 @@ class Driver:
                 out[spec.key] = "left" if self.ended[spec.key].rerun_helps else "failed"
             else:
                 out[spec.key] = "left"
-        return out
+        return {spec.key: out[spec.key] for spec in self.specs}
 
     def _ended(self, job: dict[str, Any], state: str | None) -> Ended:
         from treelm.study.launch import ended

@@ -85,8 +85,9 @@ def read_failure(trace: str) -> tuple[int | None, str]:
 
 def why_ended(code: int, tail: list[str]) -> str:
     """One line for a training child that ended with ``code`` before its run was finished: its own
-    ``treelm: error:`` line, else its last line, else the signal or the status."""
-    for line in reversed(tail):
+    ``treelm: error:`` line for a usage error, else the signal that killed it, else its last line
+    (a traceback's exception), else the status."""
+    for line in reversed(tail if code == USAGE else []):
         if line.startswith(ERROR_PREFIX):
             return line[len(ERROR_PREFIX):].strip()
     if code < 0:
