@@ -380,3 +380,36 @@ def test_the_launcher_is_remembered_and_a_flag_decides_new_submissions_only():
     assert changed == Launcher(jobs=3) and note.startswith(
         "treelm study: new submissions go to local (jobs 3), from the study file's launcher: "
         "section; the study was submitted with slurm")
+
+
+# ----------------------------------------------------------------------------- ensembles
+def test_the_records_ensemble_is_the_ensemble_verbs(uninterrupted, tmp_path, capsys):
+    """Every run keeps its readings as bits (issue 48), and the study's tree average of its
+    runs, each at its own dev-chosen rule and layer, scores as ``treelm ensemble`` of the same
+    readings prints, number for number."""
+    from treelm.study.ensemble import refresh
+    from treelm.study.record import run_choice
+    from treelm.study.spec import Trees
+
+    rec = json.loads(json.dumps(uninterrupted))
+    runs = list(rec["runs"].values())
+    assert all(set(r["readings"]) == {"best"} for r in runs)
+    mrg = Path(rec["study"]["score"]["trees"]["dev"])
+    trees = Trees(dev=str(mrg), test=str(mrg), test_max_len=[None, 10], ensemble="all")
+    rec["study"]["score"]["trees"]["ensemble"] = "all"
+    assert refresh(rec, trees) and not refresh(rec, trees)      # made once, then kept
+    ens = rec["ensembles"]
+    assert set(ens["groups"]) == {"paper", "symmetric", "all"} and ens["missing"] == []
+    own = ens["groups"]["all"]["own@best"]
+    sources = []
+    for r in runs:
+        c = run_choice(r["trees"]["best"], ["official", "split"])
+        sources.append(f"{mrg.parent / r['run_dir']}:{c['layer']}:{c['rule']}")
+    assert own["sources"] == len(sources) == 4
+    capsys.readouterr()
+    assert main(["ensemble", *sources, "--treebank", str(mrg), "--format", "json",
+                 "-o", str(tmp_path / "avg.txt")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    verb = next(v for k, v in report["trees"].items() if k.startswith("tree average"))
+    assert own["test"]["sentence_f1"] == pytest.approx(verb["sentence_f1"], abs=1e-12)
+    assert own["test"]["corpus_f1"] == pytest.approx(verb["corpus_f1"], abs=1e-12)

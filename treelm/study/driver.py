@@ -307,6 +307,10 @@ class Driver:
         if self.study.trees and not record.get("baselines"):
             record["baselines"] = tree_baselines(self.study)
             changed = True
+        if self.study.trees and self.study.trees.ensemble:
+            from treelm.study.ensemble import refresh
+
+            changed = refresh(record, self.study.trees) or changed
         if changed or not path.exists() or _resummarized(record) != before:
             write_record(path, record)
         self.state["record"] = str(path)
@@ -467,6 +471,8 @@ def _trained(desc: dict[str, Any]) -> dict[str, Any]:
     out = {k: desc.get(k) for k in TRAINED}
     out["seeds"] = None
     score = dict(out.get("score") or {})
+    if score.get("trees"):              # ensembles are made of the runs' trees: no run changes
+        score["trees"] = {k: v for k, v in score["trees"].items() if k != "ensemble"}
     score["eval"] = [{k: v for k, v in e.items() if defaults.get(k, object()) != v}
                      for e in score.get("eval") or []]
     out["score"] = score
