@@ -68,7 +68,7 @@ def cells_section(path: Path, rec: dict) -> list[str]:
                f"Record `{repo_path(path)}`, command `{rec['command']}`; "
                f"{machine_line(rec)}. One layer, tokens/s, median of {rec['repeats']} runs after "
                f"{rec['warmup']} warm-up runs. Training = forward + backward with every "
-               f"gradient.", ""]
+               f"gradient." + _proxy_note(rec), ""]
     for size, dims in rec["sizes"].items():
         out += [f"### {size} size: batch {dims['batch']}, bptt {dims['bptt']}, input "
                 f"{dims['input']}, hidden {dims['hidden']}, chunk {dims['chunk']}", "",
@@ -93,6 +93,49 @@ def cells_section(path: Path, rec: dict) -> list[str]:
                                                      for k, v in ratios.items()))
         out.append("")
     return out
+
+
+def _proxy_note(rec: dict, spin: bool = True) -> str:
+    """What a record run on the AVX2 proxy is: a CPU with AVX-512 limited to AVX2 and FMA."""
+    if not rec.get("proxy"):
+        return ""
+    env = rec.get("env") or {}
+    spin_text = (f" `GOMP_SPINCOUNT={env['GOMP_SPINCOUNT']}` (what `treelm train` sets)."
+                 if env.get("GOMP_SPINCOUNT") else
+                 " libgomp's default spin count (cells.py imports torch itself).")
+    return (f" **A proxy, not an {rec['proxy'].upper()} CPU:** this CPU's AVX-512 is switched "
+            f"off for PyTorch, MKL, oneDNN and treelm's C++ loops (`--isa {rec['proxy']}`: "
+            + ", ".join(f"`{k}={v}`" for k, v in (rec.get("isa_env") or {}).items())
+            + ")" + (";" + spin_text if spin else "."))
+
+
+def output_layer_section(path: Path, rec: dict) -> list[str]:
+    """The output layer's FLOPs and tokens/s, full softmax against adaptive, and the step."""
+    f = rec["flops"]
+    out = ["## The output layer: full softmax against adaptive (`benchmarks/output_layer.py`)",
+           "", f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}, "
+           f"CPU capability {rec.get('machine', {}).get('torch_cpu_capability', '?')}. FLOPs "
+           f"per token from the shapes (products, forward + backward; vocabulary {f['vocab']:,}"
+           f", dimension {f['dim']}); the layer alone on {f['rows_per_batch']:,} rows in "
+           f"{rec['layer']['precision']}; the whole training step of each config."
+           + _proxy_note(rec, spin=False), "",
+           "| output layer | layer MFLOP/token | step MFLOP/token | layer tok/s | step tok/s |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    steps = {s["config"]: s for s in rec.get("steps", [])}
+    full = steps.get(rec.get("full_config"), {})
+    out.append(f"| full softmax | {f['full']['train_mflop']:.2f} | "
+               f"{f['full']['step_train_mflop']:.2f} | "
+               f"{rec['layer']['full']['tokens_per_s']:,.0f} | "
+               f"{full.get('tokens_per_s', 0):,.0f} |")
+    for i, a in enumerate(f["adaptive"]):
+        timed = i == 0                  # the adaptive config's own cutoffs: the ones timed
+        ad = steps.get(rec.get("adaptive_config"), {}) if timed else {}
+        layer = rec["layer"]["adaptive"]["tokens_per_s"] if timed else None
+        out.append(f"| adaptive, cutoffs {a['cutoffs']} | {a['train_mflop']:.2f} | "
+                   f"{a['step_train_mflop']:.2f} | "
+                   + (f"{layer:,.0f}" if layer else "–") + " | "
+                   + (f"{ad['tokens_per_s']:,.0f}" if ad else "–") + " |")
+    return out + [""]
 
 
 def budget_section(path: Path, rec: dict) -> list[str]:
@@ -265,6 +308,8 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += simd_section(*r)
     for r in every("step_profile", results):
         lines += step_profile_section(*r)
+    for r in every("output_layer", results):
+        lines += output_layer_section(*r)
     if (p := newest("serve_latency", results)):
         lines += simple_section("`treelm serve` parse latency (`benchmarks/serve_latency.py`)", *p,
                                 ["median_ms", "p95_ms", "words", "requests", "target_median_ms"])
