@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_train_eval_parse import MRG  # the five-sentence treebank of the tracking tests
+from test_tree_choice import _run  # a verb's exit code, stdout and stderr
 
 import treelm
-from treelm.cli import main
 from treelm.errors import TreelmError
 from treelm.run import load_run
 from treelm.syntax.average import (
@@ -224,13 +224,6 @@ def sentences(mrg) -> Path:
     path = mrg.parent / "sentences.txt"
     path.write_text("".join(" ".join(g.words) + "\n" for g in load_golds(mrg)), encoding="utf-8")
     return path
-
-
-def _run(capsys, *argv: object) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _error(capsys, *argv: object) -> str:
