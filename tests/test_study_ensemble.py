@@ -145,3 +145,14 @@ def test_single_is_the_mean_of_the_runs_alone(golds):
     out = study_ensembles(_record(golds, runs, ("a",)), golds, average=_pick_first)
     want = mean_std([r["trees"]["best"]["official"]["test"]["2"]["sentence_f1"] for r in runs])
     assert out["groups"]["a"]["own@best"]["single"]["test"] == want
+
+
+def test_a_group_is_averaged_once_all_its_runs_are_in(golds):
+    runs = [_run("a", 1, golds, {}), _run("a", 2, golds, {}), _run("b", 1, golds, {})]
+    rec = _record(golds, runs, "all")
+    rec["study"]["score"]["trees"]["ensemble"] = "all"
+    rec["study"]["seeds"] = [1, 2]
+    out = study_ensembles(rec, golds, average=_pick_first)
+    assert set(out["groups"]) == {"a"}              # b/2 is not in: neither b nor all yet
+    rec["runs"]["b/2"] = _run("b", 2, golds, {})
+    assert set(study_ensembles(rec, golds, average=_pick_first)["groups"]) == {"a", "b", "all"}

@@ -58,15 +58,19 @@ def reading_sets(run: dict[str, Any], rules: Sequence[str], checkpoints: Sequenc
 
 
 def groups(study: dict[str, Any], runs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
-    """``score.trees.ensemble``'s groups: run keys per variant named, ``all`` for every run."""
+    """``score.trees.ensemble``'s groups: run keys per variant named, ``all`` for every run;
+    a group whose planned runs (the study's seeds) are not all in is left out until they are,
+    so that a record never reports a partial ensemble as the study's."""
     wanted = study["score"]["trees"].get("ensemble") or []
     if wanted == "all":
         wanted = [*study["variants"], "all"]
+    seeds = study.get("seeds")
     out = {}
     for g in wanted:
         keys = sorted((k for k, r in runs.items() if g == "all" or r["variant"] == g),
                       key=lambda k: (runs[k]["seed"], runs[k]["variant"]))
-        if keys:
+        planned = len(seeds) * (len(study["variants"]) if g == "all" else 1) if seeds else 0
+        if keys and len(keys) >= planned:   # a group is averaged once all its runs are in
             out[g] = keys
     return out
 
@@ -76,7 +80,7 @@ def study_ensembles(record: dict[str, Any], golds: dict[str, list[Any]],
     """The ensembles of ``record`` (module docstring) against ``golds`` (``{"dev": [...],
     "test": [...]}``, the treebanks' gold trees in the record's order). Runs without readings
     (recorded before they were kept) are left out, and said so in ``missing``."""
-    from treelm.syntax.metrics import corpus_f1, sentence_f1
+    from treelm.syntax.metrics import brackets, f1_score, sentence_prf
     from treelm.syntax.tree_codes import decode_trees
 
     if average is None:
@@ -95,14 +99,23 @@ def study_ensembles(record: dict[str, Any], golds: dict[str, list[Any]],
             decoded[key, reading, part] = decode_trees(code, lengths[part])
         return decoded[key, reading, part]
 
+    gold_spans = {p: [brackets(g.tree if hasattr(g, "labeled_spans") else g) for g in gs]
+                  for p, gs in golds.items()}
+
     def score(pred: list[Any], part: str) -> dict[str, dict[str, float]]:
+        """Sentence and corpus F1 as :mod:`treelm.syntax.metrics` computes them, the gold
+        brackets read once."""
         out = {}
-        base = "dev" if part == "dev" else "test"
+        spans = [brackets(t) for t in pred]
         for name, n in ([(part, None)] if part == "dev" else
                         [("test", None), *cuts.items()]):
-            keep = [i for i, g in enumerate(golds[base]) if n is None or len(g.words) <= n]
-            p, g = [pred[i] for i in keep], [golds[base][i] for i in keep]
-            out[name] = {"sentence_f1": sentence_f1(p, g).f1, "corpus_f1": corpus_f1(p, g).f1}
+            keep = [i for i, g in enumerate(golds[part]) if n is None or len(g.words) <= n]
+            pairs = [(spans[i], gold_spans[part][i]) for i in keep]
+            match = sum(len(p & g) for p, g in pairs)
+            n_pred, n_gold = sum(len(p) for p, _ in pairs), sum(len(g) for _, g in pairs)
+            corpus = f1_score(match / n_pred if n_pred else 0.0, match / n_gold if n_gold else 0.0)
+            out[name] = {"sentence_f1": sum(sentence_prf(p, g).f1 for p, g in pairs) / len(pairs),
+                         "corpus_f1": corpus}
         return out
 
     result: dict[str, Any] = {"groups": {}, "missing": []}
