@@ -112,8 +112,8 @@ def _proxy_note(rec: dict, spin: bool = True) -> str:
 def output_layer_section(path: Path, rec: dict) -> list[str]:
     """The output layer's FLOPs and tokens/s, full softmax against adaptive, and the step."""
     f = rec["flops"]
-    out = ["## The output layer: full softmax against adaptive (`benchmarks/output_layer.py`)",
-           "", f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}, "
+    out = [f"## The output layer: full softmax against adaptive (`benchmarks/output_layer.py`), "
+           f"`{path.name}`", "", f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}, "
            f"CPU capability {rec.get('machine', {}).get('torch_cpu_capability', '?')}. FLOPs "
            f"per token from the shapes (products, forward + backward; vocabulary {f['vocab']:,}"
            f", dimension {f['dim']}); the layer alone on {f['rows_per_batch']:,} rows in "
