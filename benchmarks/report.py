@@ -100,12 +100,12 @@ def _proxy_note(rec: dict, spin: bool = True) -> str:
     if not rec.get("proxy"):
         return ""
     env = rec.get("env") or {}
-    spin_text = (f" `GOMP_SPINCOUNT={env['GOMP_SPINCOUNT']}` (what `treelm train` sets)."
+    spin_text = (f" `GOMP_SPINCOUNT`={env['GOMP_SPINCOUNT']} (what `treelm train` sets)."
                  if env.get("GOMP_SPINCOUNT") else
                  " libgomp's default spin count (cells.py imports torch itself).")
     return (f" **A proxy, not an {rec['proxy'].upper()} CPU:** this CPU's AVX-512 is switched "
             f"off for PyTorch, MKL, oneDNN and treelm's C++ loops (`--isa {rec['proxy']}`: "
-            + ", ".join(f"`{k}={v}`" for k, v in (rec.get("isa_env") or {}).items())
+            + ", ".join(f"`{k}`={v}" for k, v in (rec.get("isa_env") or {}).items())
             + ")" + (";" + spin_text if spin else "."))
 
 
@@ -113,7 +113,8 @@ def output_layer_section(path: Path, rec: dict) -> list[str]:
     """The output layer's FLOPs and tokens/s, full softmax against adaptive, and the step."""
     f = rec["flops"]
     out = [f"## The output layer: full softmax against adaptive (`benchmarks/output_layer.py`), "
-           f"`{path.name}`", "", f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}, "
+           f"`{path.name}`", "",
+           f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}, "
            f"CPU capability {rec.get('machine', {}).get('torch_cpu_capability', '?')}. FLOPs "
            f"per token from the shapes (products, forward + backward; vocabulary {f['vocab']:,}"
            f", dimension {f['dim']}); the layer alone on {f['rows_per_batch']:,} rows in "
