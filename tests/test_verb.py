@@ -141,3 +141,23 @@ def test_a_usage_error_is_one_line_naming_the_verb(capsys):
         assert e.value.code == 2 and err.count("\n") == 1, err
         assert err.startswith(f"treelm {verb}: error: {said}"), err
         assert err.endswith(f" (see treelm {verb} --help)\n"), err
+
+
+def test_a_reader_that_goes_away_ends_the_verb_quietly(tmp_path):
+    """``treelm ... | head -1``: the closed pipe stops the verb without a traceback (exit 141,
+    as a Unix tool killed by SIGPIPE)."""
+    import subprocess
+    import sys
+
+    from test_train_eval_parse import MRG
+
+    mrg = tmp_path / "mini.mrg"
+    mrg.write_text(MRG, encoding="utf-8")
+    p = subprocess.Popen([sys.executable, "-m", "treelm.cli", "eval-parse", "--baseline", "all",
+                          "--treebank", str(mrg)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()                        # the reader is gone before the verb writes
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 
@@ -93,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     except TreelmError as e:
         print(f"treelm: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`treelm study S.yaml --status | head -1`): stop quietly, as a
+        # Unix tool does; stdout to /dev/null so that Python's own flush at exit cannot fail too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as e:
         if e.filename is None or isinstance(e, BlockingIOError):
             raise           # not about a file the user named: a bug to see whole
