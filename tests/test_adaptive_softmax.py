@@ -18,7 +18,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-from torch.utils.flop_counter import FlopCounterMode
 
 from treelm.cli import main
 from treelm.data.corpus import encode_stream, load_corpus, read_lines
@@ -305,6 +304,10 @@ def _benchmark():
 def test_benchmark_flop_formulas_match_the_flop_counter():
     """The record's analytic FLOPs are what ``torch.utils.flop_counter`` counts on the layers
     themselves (forward + backward of the loss; forward of the log-probabilities)."""
+    # imported here, not at collection: it imports triton, which must first see the Triton
+    # interpreter's TRITON_INTERPRET=1 that tests/test_kernels_onlstm.py sets when collected
+    from torch.utils.flop_counter import FlopCounterMode
+
     bench = _benchmark()
     V, d, N, cut = 3000, 64, 700, [300, 1200]
     torch.manual_seed(0)
