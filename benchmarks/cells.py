@@ -64,7 +64,7 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cpu_info, lscpu, machine_info  # noqa: E402
+from common import ENV_RECORDED, cpu_info, lscpu, machine_info  # noqa: E402
 
 from treelm import omp  # noqa: E402
 from treelm.kernels import gemm  # noqa: E402
@@ -88,8 +88,6 @@ ISA_PROXIES: dict[str, dict[str, str]] = {
 }
 #: instruction sets above each ``--isa`` choice: a CPU with one of them makes ``--isa`` a proxy
 _ABOVE = {"avx2": ("avx512f",)}
-#: environment variables recorded (``env``): they change which kernels run, or how threads wait
-_ENV_RECORDED = re.compile(r"(OMP_|GOMP_|KMP_|MKL_|ONEDNN_|DNNL_|TREELM_|ATEN_CPU_CAPABILITY$)")
 
 Model = nn.Module
 Runner = Callable[[Tensor], Tensor]
@@ -407,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "machine": {**machine_info(), "mkl": torch.backends.mkl.is_available(),
                     "mkldnn": torch.backends.mkldnn.is_available(), **busy},
-        "env": {k: v for k, v in sorted(os.environ.items()) if _ENV_RECORDED.match(k)},
+        "env": {k: v for k, v in sorted(os.environ.items()) if ENV_RECORDED.match(k)},
         **isa,
         "gemm": {"requested": gemm.requested_backend(),
                  "available": list(gemm.available_backends()),

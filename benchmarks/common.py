@@ -7,6 +7,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -17,6 +18,10 @@ import torch
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = RESULTS.parent.parent
+#: environment variables every record keeps (``machine["env"]``): they change which kernels run
+#: (the AVX2 proxy's ``ATEN_CPU_CAPABILITY``, ``MKL_ENABLE_INSTRUCTIONS``, ``ONEDNN_MAX_CPU_ISA``,
+#: ``TREELM_CXX_ISA``), which GEMM treelm takes, or how threads wait
+ENV_RECORDED = re.compile(r"(OMP_|GOMP_|KMP_|MKL_|ONEDNN_|DNNL_|TREELM_|ATEN_CPU_CAPABILITY$)")
 
 
 def repo_path(path: Path) -> str:
@@ -90,6 +95,9 @@ def machine_info() -> dict[str, Any]:
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
     }
+    env = {k: v for k, v in sorted(os.environ.items()) if ENV_RECORDED.match(k)}
+    if env:
+        info["env"] = env
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info

@@ -37,6 +37,7 @@ from torch import nn  # noqa: E402
 
 from treelm.config import apply_overrides, load_config  # noqa: E402
 from treelm.rundir.files import RunFiles  # noqa: E402
+from treelm.train.optim import set_lr  # noqa: E402
 from treelm.train.trainer import Trainer  # noqa: E402
 
 CONFIGS = ["configs/ptb-onlstm-trees.yaml", "configs/ptb-onlstm-cpu.yaml"]
@@ -53,8 +54,7 @@ def timed_step(tr: Trainer, batch: Any, lr: float, acc: dict[str, float]) -> Non
         acc[name] += now - t
         t = now
 
-    for g in tr.optimizer.param_groups:
-        g["lr"] = lr
+    set_lr(tr.optimizer, lr)
     tr.optimizer.zero_grad(set_to_none=True)
     lap("zero_grad")
     with tr.autocast():

@@ -211,6 +211,30 @@ def test_weights_are_tied_to_the_embedding():
     assert untied.head.weight is not untied.embedding.weight
 
 
+def test_cluster_logits_step_at_their_scaled_rate():
+    """``cluster_lr_scale`` puts K and β in their own optimiser group whose rate is train.lr
+    times it, through every schedule change (``set_lr``); a model that scales nothing keeps one
+    group, so its optimiser state has the shape it always had."""
+    from treelm.train.optim import make_optimizer, set_lr
+
+    model = _lm({"kind": "adaptive", "cutoffs": [50], "cluster_lr_scale": 0.1})
+    params = list(model.parameters())
+    opt = make_optimizer("ntasgd", params, lr=30.0, weight_decay=0.0)
+    assert [g["lr_scale"] for g in opt.param_groups] == [1.0, 0.1]
+    set_lr(opt, 20.0)
+    assert [g["lr"] for g in opt.param_groups] == [20.0, pytest.approx(2.0)]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    x, y = torch.randint(0, 300, (5, 2)), torch.randint(0, 300, (5, 2))
+    model(x, None, targets=y).nll.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    opt.step()
+    for n, p in model.named_parameters():
+        rate = 2.0 if n.startswith("head.cluster_") else 20.0
+        torch.testing.assert_close(p.detach(), before[n] - rate * grads[n])
+    plain = make_optimizer("adam", list(_lm().parameters()), lr=1e-3, weight_decay=0.0)
+    assert len(plain.param_groups) == 1 and plain.param_groups[0]["lr"] == 1e-3
+
+
 def test_the_full_softmax_stays_the_default_bit_for_bit():
     a, b = _lm(), _lm({"kind": "softmax"})
     sa, sb = a.state_dict(), b.state_dict()
@@ -243,6 +267,8 @@ def test_lm_loss_and_logits_agree():
     ({"kind": "adaptive", "cutoffs": [50], "div_value": 0.5}, "div_value = 0.5: must be >= 1"),
     ({"kind": "hierarchical"}, "model.output.kind"),
     ({"kind": "softmax", "cutoffs": [50]}, "for kind: adaptive"),
+    ({"kind": "softmax", "cluster_lr_scale": 0.1}, "cluster_lr_scale is for kind: adaptive"),
+    ({"kind": "adaptive", "cutoffs": [50], "cluster_lr_scale": 0}, "cluster_lr_scale"),
 ])
 def test_bad_output_options_are_one_line(output, message):
     with pytest.raises(ConfigError, match=message) as e:

@@ -65,9 +65,10 @@ class OutputLayer:
     kind: str = "softmax"            # softmax | adaptive (treelm.nn.adaptive_softmax)
     cutoffs: list[int] = field(default_factory=list)    # adaptive: head words, cluster bounds
     div_value: float = 4.0           # adaptive: tail c projects to d / div_value^c
+    cluster_lr_scale: float = 1.0    # adaptive: the cluster logits' learning rate, × train.lr
 
     RULES: ClassVar[dict[str, Any]] = {"kind": ("softmax", "adaptive"), "cutoffs": ">= 1",
-                                       "div_value": "> 0"}
+                                       "div_value": "> 0", "cluster_lr_scale": "> 0"}
 
     @classmethod
     def parse(cls, d: dict[str, Any] | None) -> OutputLayer:
@@ -80,6 +81,8 @@ class OutputLayer:
                               "e.g. [2000]")
         if spec.div_value < 1:
             raise ConfigError(f"model.output.div_value = {spec.div_value}: must be >= 1")
+        if spec.kind == "softmax" and spec.cluster_lr_scale != 1.0:
+            raise ConfigError("model.output.cluster_lr_scale is for kind: adaptive")
         return spec
 
 
@@ -123,7 +126,8 @@ class RNNLM(nn.Module):
         if spec.kind == "adaptive":
             self.head = AdaptiveSoftmax(vocab_size, self.rnn.output_size, spec.cutoffs,
                                         spec.div_value,
-                                        self.embedding.weight if tie_weights else None)
+                                        self.embedding.weight if tie_weights else None,
+                                        cluster_lr_scale=spec.cluster_lr_scale)
         else:
             self.head = nn.Linear(self.rnn.output_size, vocab_size)
             nn.init.zeros_(self.head.bias)

@@ -34,6 +34,15 @@ that change from batch to batch, so this layer is not for CUDA-graph capture). T
 log-probabilities (:meth:`AdaptiveSoftmax.log_probs`, the model's ``logits``: evaluation,
 generation, probes) compute every tail on every row.
 
+The cluster logits' rate. A cluster logit carries the whole probability mass of its words (13%
+of PTB's training tokens for the one tail below): under SGD its bias steps by η (p(c) − f(c))
+where f(c) is the batch's share of tail targets, whereas in the full softmax that mass moves
+through |V_c| biases, each by its own word's small share. At the tree recipe's η = 30 one β
+swings by several nats from batch to batch and the whole model trains worse (the first look of
+``studies/trees-output.yaml``). ``cluster_lr_scale`` (``model.output``) gives K and β their own
+optimiser group at η × scale (``lr_scale``, :mod:`treelm.train.optim`); 1 leaves them at η,
+as for an adaptive optimiser such as Adam, which normalises each step anyway.
+
 FLOPs (multiply-adds × 2; forward + backward = 3 × forward, each product's two gradients). Per
 token, with N rows in the batch and f_c the fraction of targets in V_c:
 
@@ -81,7 +90,7 @@ class AdaptiveSoftmax(nn.Module):
     word matrix E (V, dim) to tie to (the embedding's Parameter), else the layer's own."""
 
     def __init__(self, vocab_size: int, dim: int, cutoffs: list[int], div_value: float = 4.0,
-                 weight: nn.Parameter | None = None) -> None:
+                 weight: nn.Parameter | None = None, cluster_lr_scale: float = 1.0) -> None:
         super().__init__()
         cutoffs = list(cutoffs)
         if not cutoffs:
@@ -106,6 +115,10 @@ class AdaptiveSoftmax(nn.Module):
         self.bias = nn.Parameter(torch.zeros(vocab_size))
         self.cluster_weight = nn.Parameter(torch.empty(n_clusters, dim).uniform_(-0.1, 0.1))
         self.cluster_bias = nn.Parameter(torch.zeros(n_clusters))
+        # the trainer's rate for K and β is train.lr × this (treelm.train.optim.LR_SCALE): see
+        # "Training" in the module docstring
+        for p in (self.cluster_weight, self.cluster_bias):
+            p.lr_scale = cluster_lr_scale
         self.tail_in = nn.ParameterList()       # P_c (d_c, d)
         self.tail_out = nn.ParameterList()      # R_c (d, d_c)
         for small in self.sizes:

@@ -19,25 +19,49 @@ import torch
 from torch import nn
 
 OPTIMIZERS = ("sgd", "ntasgd", "adam")
+#: a Parameter's attribute that scales its learning rate: a module sets ``p.lr_scale = s`` for a
+#: parameter whose step at the run's rate would be too long (the adaptive softmax's cluster
+#: logits: :mod:`treelm.nn.adaptive_softmax`); ``train.lr`` and its schedule stay one number
+LR_SCALE = "lr_scale"
+
+
+def param_groups(params: list[nn.Parameter]) -> list[dict[str, Any]]:
+    """``params`` grouped by their ``lr_scale`` (1 where unset), in first-seen order: one group,
+    as before, for a model that scales nothing, so its optimiser state keeps its shape."""
+    groups: dict[float, list[nn.Parameter]] = {}
+    for p in params:
+        groups.setdefault(float(getattr(p, LR_SCALE, 1.0)), []).append(p)
+    return [{"params": ps, LR_SCALE: scale} for scale, ps in groups.items()]
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Every group's rate: ``lr`` times the group's scale."""
+    for g in optimizer.param_groups:
+        g["lr"] = lr * g.get(LR_SCALE, 1.0)
 
 
 def make_optimizer(name: str, params: list[nn.Parameter], lr: float, weight_decay: float,
                    momentum: float = 0.0, nesterov: bool = False) -> torch.optim.Optimizer:
-    """``momentum`` / ``nesterov`` apply to ``sgd`` only (NT-ASGD averages plain SGD iterates)."""
+    """``momentum`` / ``nesterov`` apply to ``sgd`` only (NT-ASGD averages plain SGD iterates).
+    Parameters with an ``lr_scale`` get their own group (:func:`param_groups`); the rate given
+    here and by :func:`set_lr` is the unscaled one."""
     if (momentum or nesterov) and name != "sgd":
         raise ValueError(f"momentum and nesterov are options of sgd, not of {name}")
     if nesterov and momentum <= 0:
         raise ValueError("nesterov needs momentum > 0")
+    groups = param_groups(params)
+    for g in groups:
+        g["lr"] = lr * g[LR_SCALE]
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay, momentum=momentum,
+        return torch.optim.SGD(groups, lr=lr, weight_decay=weight_decay, momentum=momentum,
                                nesterov=nesterov)
     if name == "ntasgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+        return torch.optim.SGD(groups, lr=lr, weight_decay=weight_decay)
     if name == "adam":
         # fused: one kernel over every tensor instead of a dozen passes (28 → 4.5 ms a step for
         # the PTB CPU config's 6.4M parameters); same update, summed in another order
         fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
+        return torch.optim.Adam(groups, lr=lr, weight_decay=weight_decay, fused=fused or None)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
 
 

@@ -46,6 +46,7 @@ from treelm.train.builders import (
     read_config,
 )
 from treelm.train.interrupts import StopRequests
+from treelm.train.optim import set_lr
 from treelm.train.persistence import Persistence
 from treelm.train.progress import Progress
 from treelm.train.reproducible import use_deterministic
@@ -348,8 +349,7 @@ class Trainer(Persistence):
 
     def step(self, batch: Batch, lr: float) -> float:
         """One optimisation step on ``batch`` at rate ``lr``; returns the logged loss."""
-        for g in self.optimizer.param_groups:
-            g["lr"] = lr
+        set_lr(self.optimizer, lr)
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():       # forward and loss; the backward follows autocast's casts
             out = self.task.loss(self.net, batch)
