@@ -50,10 +50,8 @@ import datetime as _dt
 import importlib
 import json
 import os
-import re
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -64,7 +62,14 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ENV_RECORDED, cpu_info, lscpu, machine_info  # noqa: E402
+from common import (  # noqa: E402
+    ENV_RECORDED,
+    ISA_PROXIES,
+    isa_environment,
+    isa_record,
+    lscpu,
+    machine_info,
+)
 
 from treelm import omp  # noqa: E402
 from treelm.kernels import gemm  # noqa: E402
@@ -80,15 +85,6 @@ SIZES: dict[str, dict[str, int]] = {
 THREADS = 2
 CPU = torch.device("cpu")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-#: ``--isa``: the environment that limits PyTorch, MKL, oneDNN and treelm's C++ loops to that
-#: instruction set (read by each library when it loads: set before torch is imported)
-ISA_PROXIES: dict[str, dict[str, str]] = {
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-             "ONEDNN_MAX_CPU_ISA": "AVX2", "TREELM_CXX_ISA": "avx2"},
-}
-#: instruction sets above each ``--isa`` choice: a CPU with one of them makes ``--isa`` a proxy
-_ABOVE = {"avx2": ("avx512f",)}
-
 Model = nn.Module
 Runner = Callable[[Tensor], Tensor]
 Maker = Callable[[dict[str, int], torch.device], tuple[Model, Runner]]
@@ -341,12 +337,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "CPU has more)")
     args = ap.parse_args(argv)
     if args.isa is not None:
-        _isa_environment(ap, args.isa, from_python=argv is not None)
+        isa_environment(ap, args.isa, from_python=argv is not None)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: no CUDA device here")
 
-    isa = _isa_record(args.isa)
+    isa = isa_record(args.isa)
     busy = _machine_load()              # before anything of ours runs
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the trainer and the CLI do
@@ -432,51 +428,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{key}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
         print(f"wrote {out}")
     return report
-
-
-def _isa_environment(ap: argparse.ArgumentParser, isa: str, from_python: bool) -> None:
-    """Make sure this process runs with ``--isa``'s variables: start the script again with them
-    set unless they already are (the libraries read them once, when torch loads them)."""
-    wanted = ISA_PROXIES[isa]
-    if all(os.environ.get(k) == v for k, v in wanted.items()):
-        if torch.backends.cpu.get_cpu_capability().lower() != isa:
-            ap.error(f"--isa {isa}: PyTorch runs {torch.backends.cpu.get_cpu_capability()} "
-                     f"(a CPU without {isa}, or torch imported before the variables were set)")
-        return
-    if from_python:
-        ap.error(f"--isa {isa}: set {' '.join(f'{k}={v}' for k, v in wanted.items())} before "
-                 "Python imports torch, or run the script")
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **wanted})
-
-
-def _isa_record(isa: str | None) -> dict[str, Any]:
-    """What the record says of ``--isa``: nothing without it; else the variables, the ISA
-    oneDNN reports, and ``"proxy"`` where the CPU has an instruction set above it."""
-    if isa is None:
-        return {}
-    has = set(cpu_info()["cpu_simd"])          # the CPU's flags, whatever is limited
-    out: dict[str, Any] = {"isa": isa, "isa_env": dict(ISA_PROXIES[isa]),
-                           "onednn_isa": _onednn_isa()}
-    if has & set(_ABOVE[isa]):
-        out["proxy"] = isa
-    return out
-
-
-def _onednn_isa() -> str | None:
-    """The instruction set oneDNN says it uses in a fresh process of this environment (its
-    verbose header, ``isa:...``), or ``None`` where it says nothing."""
-    code = ("import torch\n"
-            "torch.ops.mkldnn._linear_pointwise(torch.ones(2, 8), torch.ones(4, 8), None, "
-            "'none', [], '')\n")
-    try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=120, env={**os.environ, "ONEDNN_VERBOSE": "1",
-                                             "OMP_NUM_THREADS": "1"})
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = re.search(r"^onednn_verbose,.*,isa:(.*)$", r.stdout, re.M)
-    return found.group(1).strip() if found else None
 
 
 def _machine_load() -> dict[str, Any]:

@@ -3,6 +3,7 @@ it writes them (``benchmarks/results/<script>-<YYYYMMDD>.json``)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
@@ -85,6 +86,16 @@ def cpu_info() -> dict[str, Any]:
     return info
 
 
+#: ``--isa``: the environment that limits PyTorch, MKL, oneDNN and treelm's C++ loops to that
+#: instruction set (read by each library when it loads: set before torch is imported)
+ISA_PROXIES: dict[str, dict[str, str]] = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2", "TREELM_CXX_ISA": "avx2"},
+}
+#: instruction sets above each ``--isa`` choice: a CPU with one of them makes ``--isa`` a proxy
+ISA_ABOVE = {"avx2": ("avx512f",)}
+
+
 def machine_info() -> dict[str, Any]:
     info = {
         "platform": platform.platform(),
@@ -139,3 +150,50 @@ def write_result(script: str, data: dict[str, Any], merge_key: str | None = None
     if echo:
         print(text)
     return record
+
+
+# ------------------------------------------------------------ the AVX2 proxy (``--isa``)
+
+def isa_environment(ap: argparse.ArgumentParser, isa: str, from_python: bool) -> None:
+    """Make sure this process runs with ``--isa``'s variables: start the script again with them
+    set unless they already are (the libraries read them once, when torch loads them)."""
+    wanted = ISA_PROXIES[isa]
+    if all(os.environ.get(k) == v for k, v in wanted.items()):
+        if torch.backends.cpu.get_cpu_capability().lower() != isa:
+            ap.error(f"--isa {isa}: PyTorch runs {torch.backends.cpu.get_cpu_capability()} "
+                     f"(a CPU without {isa}, or torch imported before the variables were set)")
+        return
+    if from_python:
+        ap.error(f"--isa {isa}: set {' '.join(f'{k}={v}' for k, v in wanted.items())} before "
+                 "Python imports torch, or run the script")
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **wanted})
+
+
+def isa_record(isa: str | None) -> dict[str, Any]:
+    """What the record says of ``--isa``: nothing without it; else the variables, the ISA
+    oneDNN reports, and ``"proxy"`` where the CPU has an instruction set above it."""
+    if isa is None:
+        return {}
+    has = set(cpu_info()["cpu_simd"])          # the CPU's flags, whatever is limited
+    out: dict[str, Any] = {"isa": isa, "isa_env": dict(ISA_PROXIES[isa]),
+                           "onednn_isa": onednn_isa()}
+    if has & set(ISA_ABOVE[isa]):
+        out["proxy"] = isa
+    return out
+
+
+def onednn_isa() -> str | None:
+    """The instruction set oneDNN says it uses in a fresh process of this environment (its
+    verbose header, ``isa:...``), or ``None`` where it says nothing."""
+    code = ("import torch\n"
+            "torch.ops.mkldnn._linear_pointwise(torch.ones(2, 8), torch.ones(4, 8), None, "
+            "'none', [], '')\n")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "ONEDNN_VERBOSE": "1",
+                                             "OMP_NUM_THREADS": "1"})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"^onednn_verbose,.*,isa:(.*)$", r.stdout, re.M)
+    return found.group(1).strip() if found else None

@@ -2,7 +2,8 @@
 figure the README gives beside its first commands ("Trees in ten CPU minutes").
 
     NLTK_DATA=../shared/data/nltk_data python benchmarks/train_time.py \
-        [--config configs/ptb-onlstm-trees.yaml] [--run DIR] [--from-run DIR] [key=value ...]
+        [--config configs/ptb-onlstm-trees.yaml] [--run DIR] [--from-run DIR] [--isa avx2]
+        [--out FILE] [key=value ...]
 
 Trains ``--config`` with ``treelm train`` into ``--run`` (a temporary directory by default) and
 records, from the run's own metrics log, its wall time (the ``done`` event's elapsed: the whole
@@ -10,6 +11,12 @@ run as ``train.max_minutes`` counts it), tokens, precision (``auto``'s choice an
 the final validation and its tree F1. ``--from-run`` records a run already trained that way
 (alone on the machine, with the command given) instead of training one. Run it alone: it is a
 timing.
+
+``--isa avx2`` trains on the AVX2 path of a CPU that has more (AVX-512): PyTorch, MKL, oneDNN
+and treelm's C++ loops limited to AVX2 and FMA, as ``benchmarks/cells.py --isa`` does; the record
+says ``"proxy": "avx2"`` and its variables. A proxy, not an AVX2 CPU: the caches, clocks and
+memory are this machine's. ``benchmarks/train_time_classes.sh`` records the three CPU classes
+the README gives (bf16 where ``auto`` takes it, fp32, the AVX2 proxy).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import write_result  # noqa: E402
+from common import ISA_PROXIES, isa_environment, isa_record, write_result  # noqa: E402
 
 
 def summary(run: Path) -> dict[str, Any]:
@@ -50,8 +57,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--from-run", type=Path, help="record this finished run instead of training")
     ap.add_argument("--trained-by", help="with --from-run: the command that trained it")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--isa", choices=sorted(ISA_PROXIES),
+                    help="train on this instruction set's path (the AVX2 proxy on AVX-512)")
     ap.add_argument("overrides", nargs="*", metavar="key=value")
     args = ap.parse_args(argv)
+    if args.isa and args.from_run is None:
+        isa_environment(ap, args.isa, from_python=argv is not None)
     with tempfile.TemporaryDirectory(prefix="train_time-") as d:
         run = args.from_run or args.run or Path(d) / "run"
         trained_by = args.trained_by
@@ -60,7 +71,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "--out", str(run), "--force", "--quiet", *args.overrides]
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             trained_by = " ".join(["treelm", *cmd[3:]])
-        record = {"config": args.config, "trained_by": trained_by, **summary(run)}
+        record = {"config": args.config, "trained_by": trained_by,
+                  **(isa_record(args.isa) if args.isa else {}), **summary(run)}
     return write_result("train_time", record, path=args.out)
 
 

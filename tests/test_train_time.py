@@ -1,0 +1,44 @@
+"""``benchmarks/train_time.py``: the whole-run timing the README's per-CPU times come from. A tiny
+config trains through it; the record has the run's figures and the machine's kernel-choosing
+environment; ``--isa`` cannot take effect once Python has imported torch, and says so."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+from conftest import ROOT
+
+
+def _script():
+    path = ROOT / "benchmarks" / "train_time.py"
+    spec = importlib.util.spec_from_file_location("train_time", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_tiny_run_is_recorded_whole(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TREELM_GEMM", "mm")      # recorded: it chooses kernels
+    out = tmp_path / "record.json"
+    rec = _script().main(["--config", "configs/tiny-lm.yaml", "--run", str(tmp_path / "run"),
+                          "--out", str(out), "train.epochs=1"])
+    saved = json.loads(out.read_text())
+    assert saved == json.loads(json.dumps(rec))
+    assert saved["config"] == "configs/tiny-lm.yaml" and "train.epochs=1" in saved["trained_by"]
+    assert saved["tokens"] > 0 and saved["seconds"] > 0 and saved["validations"] >= 1
+    assert saved["machine"]["env"]["TREELM_GEMM"] == "mm"
+    assert "proxy" not in saved
+
+
+def test_isa_from_python_needs_the_variables_set_first(tmp_path, monkeypatch):
+    for k in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA",
+              "TREELM_CXX_ISA"):
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(SystemExit):
+        _script().main(["--isa", "avx2", "--out", str(tmp_path / "r.json")])
+    assert not (tmp_path / "r.json").exists()
