@@ -95,7 +95,8 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
             tokens += batch.size
         total = sum(acc.values())
         ptoks = 0
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                    record_shapes=True) as prof:
             for _ in range(steps):
                 batch = next(it)
                 tr.step(batch, tr.tc.lr)
@@ -115,7 +116,26 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
                          "us_per_token": round(e.self_cpu_time_total / ptoks, 2),
                          "share": round(e.self_cpu_time_total / prof_total, 4)}
                         for e in ops[:top]],
+            "products_by_shape": _products(prof, steps, ptoks, prof_total, top),
         }
+
+
+#: the operators that are matrix products (PyTorch's, MKL's and oneDNN's linear layers)
+PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "mkl::_mkl_linear",
+            "mkldnn::_linear_pointwise", "aten::linear")
+
+
+def _products(prof: Any, steps: int, tokens: int, total: float, top: int
+              ) -> list[dict[str, Any]]:
+    """The products' self time by operand shapes: a product over every position of the batch at
+    once (T·B rows: the hoisted input projections, the output layer) tells itself from one made
+    at each recurrent step (B rows) by its shapes."""
+    rows = [e for e in prof.key_averages(group_by_input_shape=True) if e.key in PRODUCTS]
+    rows.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [{"op": e.key, "shapes": [list(s) for s in e.input_shapes if s],
+             "calls_per_step": round(e.count / steps, 1),
+             "us_per_token": round(e.self_cpu_time_total / tokens, 2),
+             "share": round(e.self_cpu_time_total / total, 4)} for e in rows[:top]]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
