@@ -1,8 +1,8 @@
 """The output layer's cost per token, full softmax against adaptive softmax (issue 49 item 1): FLOPs
 counted from the shapes, tokens/s of the layer alone, and tokens/s of the whole training step.
 
-    python benchmarks/output_layer.py [--full configs/ptb-onlstm-trees.yaml]
-        [--adaptive configs/ptb-onlstm-trees-adaptive.yaml] [--repeats 30] [--steps 40]
+    python benchmarks/output_layer.py [--full configs/ptb-onlstm-trees-softmax.yaml]
+        [--adaptive configs/ptb-onlstm-trees.yaml] [--repeats 30] [--steps 40]
         [--warmup 10] [--no-timing | --quick] [--out PATH] [key=value ...]
 
 * **FLOPs** (``flops``): products only, 2 per multiply-add, forward and forward + backward (3 ×
@@ -49,8 +49,8 @@ from treelm.nn.adaptive_softmax import AdaptiveSoftmax, tail_sizes, weights_firs
 from treelm.nn.linear_ce import linear_cross_entropy  # noqa: E402
 from treelm.train.builders import build_task, pick_device, read_config  # noqa: E402
 
-FULL = "configs/ptb-onlstm-trees.yaml"
-ADAPTIVE = "configs/ptb-onlstm-trees-adaptive.yaml"
+FULL = "configs/ptb-onlstm-trees-softmax.yaml"
+ADAPTIVE = "configs/ptb-onlstm-trees.yaml"
 
 
 # ---------------------------------------------------------------------------- FLOPs, analytic

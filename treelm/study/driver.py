@@ -284,11 +284,14 @@ class Driver:
         before = json.dumps(record, sort_keys=True)
         if path.exists() and _trained(record["study"]) != _trained(describe(self.study)):
             # another study under this name: its figures are not this one's to extend
+            dated = RESULTS / f"{self.study.name}-{time.strftime('%Y%m%d')}.json"
+            # today's record is the one in the way: only a new name (or moving it) helps
+            other = (f"a new record: (e.g. {dated}) or a new name:" if dated != path
+                     else "a new name: (its record is then another file), or move this record")
             raise TreelmError(
                 f"{path}: the record of another version of this study (its "
                 f"{_first_change(record['study'], describe(self.study))} differs); give the "
-                f"study a new record: (e.g. {RESULTS}/{self.study.name}-"
-                f"{time.strftime('%Y%m%d')}.json) or a new name:")
+                f"study {other}")
         record["study"] = describe(self.study)
         if command:
             cmds = record.setdefault("commands", [])
