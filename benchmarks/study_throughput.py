@@ -2,7 +2,8 @@
 measure behind ``treelm study``'s local launcher (``treelm/study/launch.py:local_plan``).
 
     python benchmarks/study_throughput.py [--config configs/ptb-onlstm-trees.yaml]
-        [--tokens 200000] [--plans 1x2 2x1] [--rounds 2] [--out FILE.json] [key=value ...]
+        [--tokens 200000] [--plans 1x2 2x1] [--rounds 2] [--isa avx2] [--out FILE.json]
+        [key=value ...]
 
 A plan ``NxT`` trains ``N`` copies of ``--config`` at once, each with ``train.threads=T`` and
 ``OMP_NUM_THREADS=T`` (as the launcher pins a run's threads), for ``--tokens`` training tokens
@@ -11,7 +12,9 @@ events' tokens/s, the first, with start-up, left out). The machine's throughput 
 the sum of its runs' speeds; the record gives each plan's total against the first plan's (one run
 alone on every core), over ``--rounds`` alternations, and the plan ``local_plan`` picks for a
 study of many runs on this machine with its ratio: the launcher's target is >= 0.9x. Run it alone
-on the machine (anything else at ``chrt --idle 0``): it is a timing.
+on the machine (anything else at ``chrt --idle 0``): it is a timing. ``--isa avx2``: every run on
+the AVX2 path (on an AVX-512 CPU the proxy of ``benchmarks/train_time.py --isa``, said so in the
+record).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine_info, write_result  # noqa: E402
+from common import ISA_PROXIES, isa_environment, isa_record, machine_info, write_result  # noqa: E402
 from side_by_side import launch, speed  # noqa: E402
 
 
@@ -65,8 +68,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="NxT: N runs at once on T threads each; the first is the reference")
     ap.add_argument("--rounds", type=int, default=2, help="alternations of the plans")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--isa", choices=sorted(ISA_PROXIES),
+                    help="every run on this instruction set's path (the AVX2 proxy on AVX-512)")
     ap.add_argument("overrides", nargs="*", metavar="key=value")
     args = ap.parse_args(argv)
+    if args.isa:
+        isa_environment(ap, args.isa, from_python=argv is not None)
     plans: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="study_throughput-") as d:
         for rnd in range(args.rounds):
@@ -90,6 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "launcher": {"plan_for_10_runs": chosen,
                            "vs_alone": plans[chosen]["vs_first"] if chosen in plans else None,
                            "target": 0.9},
+              **(isa_record(args.isa) if args.isa else {}),
               "machine": machine_info()}
     out = write_result("study_throughput", record, path=args.out, echo=False)
     print(json.dumps({k: out[k] for k in ("plans", "launcher")}, indent=2))
