@@ -259,6 +259,24 @@ def test_lm_loss_and_logits_agree():
         torch.testing.assert_close(last, logits[-1], rtol=1e-5, atol=1e-6)
 
 
+def test_evaluation_reads_the_targets_not_the_full_log_probabilities(monkeypatch):
+    """An adaptive LM is evaluated through ``target_nll`` (the head, and a tail only where its
+    words are targets): the same mean cross-entropy as the full log-probabilities give, without
+    making them; the full softmax keeps its path."""
+    from treelm.tasks.lm import evaluate_stream
+
+    model = _lm({"kind": "adaptive", "cutoffs": [50, 120], "div_value": 2}).eval()
+    data = torch.randint(0, 300, (400,))
+    fast = evaluate_stream(model, data, batch_size=4, bptt=7, vocab_size=300, tokens=28)
+    monkeypatch.setattr(model, "target_nll", lambda h, y: None)
+    full = evaluate_stream(model, data, batch_size=4, bptt=7, vocab_size=300, tokens=28)
+    assert fast == pytest.approx(full, rel=1e-6)
+    monkeypatch.undo()
+    monkeypatch.setattr(model, "logits", lambda h: pytest.fail("full log-probabilities made"))
+    assert evaluate_stream(model, data, batch_size=4, bptt=7, vocab_size=300, tokens=28) == fast
+    assert _lm().target_nll(torch.randn(3, 16), torch.tensor([1, 2, 3])) is None
+
+
 @pytest.mark.parametrize("output,message", [
     ({"kind": "adaptive", "cutoffs": [50], "size": 3}, "unknown model.output options"),
     ({"kind": "adaptive", "cutoffs": [400]}, "cutoffs must increase"),

@@ -153,6 +153,16 @@ class RNNLM(nn.Module):
     def logits(self, h: Tensor) -> Tensor:
         return self.head(h)     # the adaptive softmax's forward: its log-probabilities
 
+    def target_nll(self, h: Tensor, targets: Tensor) -> Tensor | None:
+        """Σ −log p(target | h) over the rows of ``h`` (N, d), where the output layer gives it
+        for less than the full log-probabilities: the adaptive softmax runs its head on every
+        row and a tail only on the rows whose target is in it (3-4x less work at the tree
+        config, and no (N, V) tensor). None for the full softmax: evaluation then reads
+        :meth:`logits`, as it always has (its figures unchanged)."""
+        if isinstance(self.head, AdaptiveSoftmax):
+            return self.head.loss(h, targets) * h.size(0)
+        return None
+
     def forward(self, tokens: Tensor, states: list[State] | None = None,
                 targets: Tensor | None = None) -> LMOutput:
         out = self.features(tokens, states)
