@@ -29,7 +29,7 @@ from treelm.rundir.files import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDERS = ("weights", "hidden")      # the tail's two orders of products (forced)
-ADAPTIVE = "model.output={kind: adaptive, cutoffs: [100, 500], div_value: 2}"
+ADAPTIVE = "model.output={kind: adaptive, cutoffs: [100, 500], div_value: 2, cluster_lr_scale: 0.5}"
 
 
 def _layer(v: int = 40, d: int = 12, cutoffs=(8, 20), div: float = 2.0,
@@ -328,8 +328,9 @@ def test_tiny_lm_trains_resumes_and_evaluates(tmp_path, root, capsys):
     capsys.readouterr()
     assert main(["eval", str(run), "--split", "valid"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # (the verb prints the loss to 5 decimals: exp of it is good to about 5e-6 relative)
     assert 0 < out["loss"] < first and out["ppl"] == pytest.approx(torch.tensor(out["loss"])
-                                                                  .exp().item(), rel=1e-6)
+                                                                  .exp().item(), rel=2e-5)
     assert main(["generate", str(run), "--prompt", "the", "--length", "5"]) == 0
     assert capsys.readouterr().out.strip()
 
