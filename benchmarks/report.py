@@ -145,7 +145,8 @@ def train_time_section(records: list[tuple[Path, dict]]) -> list[str]:
     out = ["## A whole training per CPU class (`benchmarks/train_time.py`)", "",
            "Each row one training alone on the machine, start-up, validations and dev tree scores "
            "included (the run's own clock, as `train.max_minutes` counts it); newest first. "
-           "`benchmarks/train_time_classes.sh` makes a day's three records.", "",
+           "`benchmarks/train_time_classes.sh` makes a day's three records. Machines of one "
+           "model differ from day to day (cloud VMs): compare rows of one day.", "",
            "| record | config | CPU | path | precision | minutes | tokens | tokens/s | "
            "validations | best valid ppl |",
            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -156,7 +157,9 @@ def train_time_section(records: list[tuple[Path, dict]]) -> list[str]:
         native = "AVX-512" if "avx512f" in simd else "AVX2" if "avx2" in simd else "?"
         where = (f"{rec['proxy'].upper()} proxy" if rec.get("proxy")
                  else m.get("torch_cpu_capability") or native)
-        out.append(f"| `{path.name}` | `{rec['config']}` | {_machine_short(rec)} "
+        config = f"`{rec['config']}`" + (" (then the full softmax)" if _before_adaptive(rec)
+                                          else "")
+        out.append(f"| `{path.name}` | {config} | {_machine_short(rec)} "
                    f"({m.get('cpu_family_model_stepping', '?')}, {native}) | {where} | "
                    f"{rec.get('precision')} | {rec['minutes']:.2f} | {rec['tokens']:,} | "
                    f"{rec['tokens_per_s']:,} | {rec['validations']} | "
@@ -165,6 +168,12 @@ def train_time_section(records: list[tuple[Path, dict]]) -> list[str]:
             notes.append(f"`{path.name}`:" + _proxy_note(rec, spin=False))
     return out + [""] + [f"{n}" for n in notes] + ([""] if notes else []) + [
         "Commands: " + "; ".join(f"`{p.name}`: `{r['command']}`" for p, r in records) + ".", ""]
+
+
+def _before_adaptive(rec: dict) -> bool:
+    """A record of the tree config made before it took the adaptive softmax (2026-11-28)."""
+    return (rec.get("config") == "configs/ptb-onlstm-trees.yaml"
+            and str(rec.get("date", ""))[:8] < "20261128")
 
 
 def study_throughput_section(path: Path, rec: dict) -> list[str]:
