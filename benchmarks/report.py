@@ -167,7 +167,8 @@ def train_time_section(records: list[tuple[Path, dict]]) -> list[str]:
         if rec.get("proxy"):
             notes.append(f"`{path.name}`:" + _proxy_note(rec, spin=False))
     return out + [""] + [f"{n}" for n in notes] + ([""] if notes else []) + [
-        "Commands: " + "; ".join(f"`{p.name}`: `{r['command']}`" for p, r in records) + ".", ""]
+        "The commands:", "", "```"] + [f"{p.name}: {r['command']}" for p, r in records] + [
+        "```", ""]
 
 
 def _before_adaptive(rec: dict) -> bool:
