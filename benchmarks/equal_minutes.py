@@ -2,7 +2,7 @@
 on their own curves, after as many minutes as a whole adaptive run takes.
 
     python benchmarks/equal_minutes.py [--study benchmarks/results/trees-output-20261128.json]
-        [--full-time benchmarks/results/train_time-20261127.json]
+        [--full-time benchmarks/results/train_time-softmax-20261128.json]
         [--adaptive-time benchmarks/results/train_time-20261128.json] [--layer 2] [--out PATH]
 
 The screen compares the two output layers at equal tokens (2M). Its minutes are not timings (the
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--study", type=Path, default=RESULTS / "trees-output-20261128.json")
     ap.add_argument("--full", default="softmax", help="the full softmax's variant")
     ap.add_argument("--adaptive", default="adaptive", help="the adaptive softmax's variant")
-    ap.add_argument("--full-time", type=Path, default=RESULTS / "train_time-20261127.json")
+    ap.add_argument("--full-time", type=Path, default=RESULTS / "train_time-softmax-20261128.json")
     ap.add_argument("--adaptive-time", type=Path, default=RESULTS / "train_time-20261128.json")
     ap.add_argument("--layer", type=int, default=2)
     ap.add_argument("--out", type=Path)
@@ -72,15 +72,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not all(runs.values()):
         ap.error(f"{args.study}: no runs of {args.full!r} or {args.adaptive!r}")
     tokens = statistics.fmean(r["tokens"] for r in runs[args.full]) * share
-    full_at = {rule: summary([at(r["curve"], tokens, k) for r in runs[args.full]])
-               for rule, k in keys.items()}
-    full_at["valid_ppl"] = summary([at(r["curve"], tokens, "ppl") for r in runs[args.full]], 1)
-    full_end = {rule: summary([r["curve"][-1][k] for r in runs[args.full]])
-                for rule, k in keys.items()}
-    full_end["valid_ppl"] = summary([r["curve"][-1]["ppl"] for r in runs[args.full]], 1)
-    ad_end = {rule: summary([r["curve"][-1][k] for r in runs[args.adaptive]])
-              for rule, k in keys.items()}
-    ad_end["valid_ppl"] = summary([r["curve"][-1]["ppl"] for r in runs[args.adaptive]], 1)
+
+    def read(variant: str, when: float | None) -> dict[str, Any]:
+        """Each rule's F1 and the perplexity over ``variant``'s runs, at ``when`` tokens on
+        their curves (None: their last validation)."""
+        def value(r: dict[str, Any], key: str) -> float:
+            return r["curve"][-1][key] if when is None else at(r["curve"], when, key)
+        out = {rule: summary([value(r, k) for r in runs[variant]]) for rule, k in keys.items()}
+        out["valid_ppl"] = summary([value(r, "ppl") for r in runs[variant]], 1)
+        return out
+
+    full_at, full_end, ad_end = (read(args.full, tokens), read(args.full, None),
+                                 read(args.adaptive, None))
     record = {
         "study": repo_path(args.study), "layer": args.layer,
         "times": {"full": {"record": repo_path(args.full_time), "config": t_full["config"],

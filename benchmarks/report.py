@@ -166,7 +166,7 @@ def train_time_section(records: list[tuple[Path, dict]]) -> list[str]:
                    f"{rec['best_valid_ppl']:.1f} |")
         if rec.get("proxy"):
             notes.append(f"`{path.name}`:" + _proxy_note(rec, spin=False))
-    return out + [""] + [f"{n}" for n in notes] + ([""] if notes else []) + [
+    return out + [""] + notes + ([""] if notes else []) + [
         "The commands:", "", "```"] + [f"{p.name}: {r['command']}" for p, r in records] + [
         "```", ""]
 
