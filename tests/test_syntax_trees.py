@@ -14,6 +14,7 @@ from treelm.syntax.trees import (
     mean_leaf_depth,
     read_bracket_tree,
     read_json_tree,
+    spans_and_length,
     tree_depth,
     tree_leaves,
     tree_spans,
@@ -120,6 +121,40 @@ def test_spans_and_depths():
     assert tree_depth(tree) == 3
     assert tree_depth("a") == 0
     assert mean_leaf_depth(tree) == pytest.approx(12 / 5)
+
+
+def _naive_spans(tree, start=0):
+    """Recursive spans over >= 2 leaves and the leaf count: an oracle for the iterative walk."""
+    if not isinstance(tree, (list, tuple)):
+        return set(), 1
+    spans, n = set(), 0
+    for child in tree:
+        sub, m = _naive_spans(child, start + n)
+        spans |= sub
+        n += m
+    if n >= 2:
+        spans.add((start, start + n))
+    return spans, n
+
+
+def _random_tree(rng, leaves):
+    """A random n-ary tree with unary nodes and tuples among its lists."""
+    if len(leaves) == 1 and rng.random() < 0.7:
+        return leaves[0]
+    cuts = sorted(rng.choice(range(1, len(leaves)), size=min(len(leaves) - 1, rng.integers(0, 3)),
+                             replace=False)) if len(leaves) > 1 else []
+    parts = [leaves[a:b] for a, b in zip([0, *cuts], [*cuts, len(leaves)])]
+    kids = [_random_tree(rng, p) for p in parts]
+    return tuple(kids) if rng.random() < 0.2 else kids
+
+
+def test_spans_and_length_agree_with_a_recursive_walk():
+    rng = np.random.default_rng(0)
+    for n in [1, 2, 3, 5, 8, 13, 30] * 20:
+        tree = _random_tree(rng, [f"w{i}" for i in range(n)])
+        spans, length = spans_and_length(tree)
+        assert (spans, length) == _naive_spans(tree)
+        assert spans == tree_spans(tree) and length == len(tree_leaves(tree)) == n
 
 
 def test_ascii_tree_drawing():

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from treelm.syntax.trees import Tree, leaf_depths, tree_spans
+from treelm.syntax.trees import Tree, leaf_depths, spans_and_length, tree_spans
 
 Span = tuple[int, int]
 
@@ -52,10 +52,13 @@ def f1_score(precision: float, recall: float) -> float:
 
 def brackets(tree: Tree) -> set[Span]:
     """Evaluation brackets: spans over >= 2 leaves, without the whole-sentence span."""
-    spans = tree_spans(tree)
-    n = len(leaf_depths(tree))
+    return _brackets_and_length(tree)[0]
+
+
+def _brackets_and_length(tree: Tree) -> tuple[set[Span], int]:
+    spans, n = spans_and_length(tree)
     spans.discard((0, n))
-    return spans
+    return spans, n
 
 
 def sentence_prf(pred: set[Span], gold: set[Span]) -> PRF:
@@ -81,16 +84,17 @@ def _bracket_pairs(
     if len(pred_trees) != len(golds):
         raise ValueError(f"{len(pred_trees)} predicted trees for {len(golds)} gold trees")
     for i, (pred, gold) in enumerate(zip(pred_trees, golds)):
-        gold_tree = _gold_tree(gold)
-        n_pred, n_gold = len(leaf_depths(pred)), len(leaf_depths(gold_tree))
+        pred_spans, n_pred = _brackets_and_length(pred)
+        gold_spans, n_gold = _brackets_and_length(_gold_tree(gold))
         if n_pred != n_gold:
             raise ValueError(f"sentence {i}: predicted tree has {n_pred} leaves, gold {n_gold}")
-        yield brackets(pred), brackets(gold_tree), n_gold
+        yield pred_spans, gold_spans, n_gold
 
 
-def sentence_f1(pred_trees: Sequence[Tree], golds: Sequence[Any]) -> PRF:
-    """Mean over sentences of per-sentence P, R and F1 (ON-LSTM / PRPN "F1")."""
-    scores = [sentence_prf(p, g) for p, g, _ in _bracket_pairs(pred_trees, golds)]
+def mean_prf(pairs: Iterable[tuple[set[Span], set[Span]]]) -> PRF:
+    """Mean over sentences of :func:`sentence_prf` of ``(pred, gold)`` bracket sets: the sentence
+    F1 of :func:`sentence_f1` for callers that keep the gold brackets between evaluations."""
+    scores = [sentence_prf(p, g) for p, g in pairs]
     if not scores:
         raise ValueError("no sentences to evaluate")
     k = len(scores)
@@ -99,6 +103,11 @@ def sentence_f1(pred_trees: Sequence[Tree], golds: Sequence[Any]) -> PRF:
         sum(s.recall for s in scores) / k,
         sum(s.f1 for s in scores) / k,
     )
+
+
+def sentence_f1(pred_trees: Sequence[Tree], golds: Sequence[Any]) -> PRF:
+    """Mean over sentences of per-sentence P, R and F1 (ON-LSTM / PRPN "F1")."""
+    return mean_prf((p, g) for p, g, _ in _bracket_pairs(pred_trees, golds))
 
 
 def corpus_f1(pred_trees: Sequence[Tree], golds: Sequence[Any]) -> PRF:

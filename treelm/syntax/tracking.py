@@ -7,11 +7,12 @@ read off each ON-LSTM layer ``k`` under each tree rule ``r`` on a treebank of go
 
 the number ``treelm eval-parse RUN --treebank T --style r`` reports for layer ``k`` (the same
 functions compute it: :func:`treelm.syntax.levels.sentence_levels`,
-:func:`treelm.syntax.trees.build_tree`, :func:`treelm.syntax.metrics.sentence_f1`), as a
-fraction. The figures are logged beside the validation loss. The model never sees trees, and
-``best`` stays the checkpoint of the lowest validation loss; on dev trees (:func:`chooses`) the
-figures also choose, by :func:`choose`, each checkpoint's default layer and rule and the
-checkpoint ``best-trees`` (:mod:`treelm.train.trees`): choices made on labelled data.
+:func:`treelm.syntax.trees.build_tree`, :func:`treelm.syntax.metrics.sentence_f1`'s mean, the
+gold brackets read once), as a fraction. The figures are logged beside the validation loss.
+The model never sees trees, and ``best`` stays the checkpoint of the lowest validation loss;
+on dev trees (:func:`chooses`) the figures also choose, by :func:`choose`, each checkpoint's
+default layer and rule and the checkpoint ``best-trees`` (:mod:`treelm.train.trees`): choices
+made on labelled data.
 
 Shaped for a training loop: the treebank is read and checked once, when the tracker is made
 (so a missing treebank, a treebank with no sentence, or a layer without master gates stops a
@@ -30,7 +31,7 @@ from torch import nn
 from treelm.data.treebank import TREEBANK_NAMES
 from treelm.errors import TreelmError
 from treelm.syntax.levels import onlstm_layers, sentence_levels
-from treelm.syntax.metrics import sentence_f1
+from treelm.syntax.metrics import brackets, mean_prf
 from treelm.syntax.report import load_golds
 from treelm.syntax.trees import TREE_STYLES, build_tree
 
@@ -112,6 +113,9 @@ class ParseTracker:
                               f"this model's ON-LSTM layers are {', '.join(map(str, available))}")
         golds = load_golds(treebank, max_len)
         self.golds = golds[:max_sentences] if max_sentences else golds
+        # the gold side of every score, read once: a validation then builds and reads only the
+        # model's trees (6 of them per sentence with 3 layers and 2 rules)
+        self.gold_brackets = [brackets(g.tree) for g in self.golds]
         self.treebank, self.layers, self.rules = treebank, chosen, list(rules)
         self.batch_size = batch_size
 
@@ -128,8 +132,8 @@ class ParseTracker:
         for rule in self.rules:
             for k in self.layers:
                 row = levels[0].row(k)
-                trees = [build_tree(lv.df[row], w, rule) for lv, w in zip(levels, words)]
-                out[score_key(rule, k)] = sentence_f1(trees, self.golds).f1
+                pred = (brackets(build_tree(lv.df[row], w, rule)) for lv, w in zip(levels, words))
+                out[score_key(rule, k)] = mean_prf(zip(pred, self.gold_brackets)).f1
         return out
 
     def describe(self, scores: dict[str, float]) -> str:

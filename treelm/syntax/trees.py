@@ -33,6 +33,7 @@ T = TypeVar("T")
 Tree = Any
 
 _OPEN, _LEAF, _CLOSE = 0, 1, 2
+_END = object()     # a node's end in spans_and_length's walk: never a leaf
 
 
 def is_leaf(tree: Tree) -> bool:
@@ -181,25 +182,36 @@ def tree_leaves(tree: Tree) -> list[Any]:
     return [item for kind, item in _events(tree) if kind == _LEAF]
 
 
+def spans_and_length(tree: Tree) -> tuple[set[tuple[int, int]], int]:
+    """:func:`tree_spans` and the number of leaves, in one walk: what the metrics need of every
+    tree they score, so they walk it once (scoring during training reads thousands of trees at
+    each validation)."""
+    spans: set[tuple[int, int]] = set()
+    starts: list[int] = []
+    pos = 0
+    todo: list[Tree] = [tree]
+    while todo:
+        item = todo.pop()
+        if item is _END:                      # the node opened at starts[-1] ends here
+            start = starts.pop()
+            if pos - start >= 2:
+                spans.add((start, pos))
+        elif isinstance(item, (list, tuple)):
+            starts.append(pos)
+            todo.append(_END)
+            todo.extend(reversed(item))
+        else:
+            pos += 1
+    return spans, pos
+
+
 def tree_spans(tree: Tree) -> set[tuple[int, int]]:
     """All constituent spans ``(start, end_exclusive)`` covering at least two leaves.
 
     Leaf positions are counted from 0. The whole-sentence span ``(0, n)`` is included
     (metrics drop it themselves); a unary node contributes the same span as its child.
     """
-    spans: set[tuple[int, int]] = set()
-    starts: list[int] = []
-    pos = 0
-    for kind, _ in _events(tree):
-        if kind == _LEAF:
-            pos += 1
-        elif kind == _OPEN:
-            starts.append(pos)
-        else:
-            start = starts.pop()
-            if pos - start >= 2:
-                spans.add((start, pos))
-    return spans
+    return spans_and_length(tree)[0]
 
 
 def leaf_depths(tree: Tree) -> list[int]:
