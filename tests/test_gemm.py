@@ -66,6 +66,46 @@ def test_every_backend_computes_the_product(backend: str, transpose: bool) -> No
     torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.skipif("panel" not in gemm.usable_backends(torch.float32),
+                    reason="treelm's C++ extension is not loaded")
+def test_the_panel_kernel_against_float64() -> None:
+    """``csrc/panel_gemm.cpp`` on every row-tile remainder (M mod 5), a last panel of 1..15
+    columns, K shorter than a vector, and weights packed from transposed views: against the same
+    product in float64."""
+    from treelm.kernels.build import load
+
+    ext = load()
+    gen = torch.Generator().manual_seed(0)
+    for m in (1, 2, 3, 4, 5, 6, 9, 20, 23):
+        for n, k in ((16, 8), (17, 5), (33, 100), (200, 37), (1680, 400)):
+            for transposed in (False, True):
+                w = (torch.randn(k, n, generator=gen).t() if transposed
+                     else torch.randn(n, k, generator=gen))
+                a = torch.randn(m, k, generator=gen)
+                got = ext.panel_mm(a, ext.panel_pack(w), n)
+                want = (a.double() @ w.double().t()).float()
+                where = f"{m}x{k}x{n}, transposed {transposed}"
+                torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5,
+                                           msg=lambda s, where=where: f"{where}: {s}")
+    with pytest.raises(RuntimeError, match="does not match"):
+        ext.panel_mm(torch.randn(2, 9), ext.panel_pack(torch.randn(16, 8)), 16)
+
+
+def test_panel_packing_is_measured_and_single_products_never_pack() -> None:
+    """The panel backend's packing counts in its cost like MKL's; a single product (an input
+    projection, a weight gradient) never packs, so it never runs on panels unless forced."""
+    if "panel" not in gemm.usable_backends(torch.float32):
+        pytest.skip("treelm's C++ extension is not loaded")
+    w = torch.randn(48, 40)
+    gemm.clear_decisions()
+    with gemm.use_backend("auto"):
+        FixedMatmul(w, 4, steps=6)
+        gemm.matmul(torch.randn(300, 48), w)
+    loop, single = gemm.decisions()
+    assert loop["steps"] == 6 and "panel" in loop["pack_ms"] and "panel" in loop["call_ms"]
+    assert single["steps"] == 1 and "panel" not in single.get("call_ms", {})
+
+
 def test_a_shape_is_measured_once(monkeypatch: pytest.MonkeyPatch) -> None:
     if len(gemm.usable_backends(torch.float32)) < 2:
         pytest.skip("one GEMM backend only: nothing is measured")
@@ -150,7 +190,7 @@ def test_unknown_backend_names_are_refused(monkeypatch: pytest.MonkeyPatch) -> N
         FixedMatmul(torch.randn(4, 4), 2)
 
 
-@pytest.mark.parametrize("missing", ["mkl", "onednn"])
+@pytest.mark.parametrize("missing", ["mkl", "onednn", "panel"])
 def test_unavailable_backend_falls_back(missing: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A build without the ops: forcing the backend gives ``mm``; auto never tries it."""
     monkeypatch.setitem(gemm._AVAILABLE, missing, False)

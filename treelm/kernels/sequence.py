@@ -22,7 +22,7 @@ from treelm.kernels.precision import autocast_dtype
 
 __all__ = ["cxx_extension", "cxx_operands", "project_inputs", "weight_grad"]
 
-_KIND = {"mm": 0, "mkl": 1, "onednn": 2}
+_KIND = {"mm": 0, "mkl": 1, "onednn": 2, "panel": 3}
 
 
 def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,

@@ -78,31 +78,37 @@ inline double tanh_approx(double x) { return std::tanh(x); }
 
 // --------------------------------------------------------------------------------- products
 
+// csrc/panel_gemm.cpp: B (N, K) packed into 16-column panels, and out (M, N) = a · Bᵀ from them
+at::Tensor panel_pack(const at::Tensor& b);
+void panel_mm_out(const at::Tensor& a, const at::Tensor& packed, int64_t n, at::Tensor& out);
+
 // The per-step product a -> a W' (W' = Uᵀ forward, U backward) as treelm.kernels.gemm prepared
 // it: kind 0 torch.mm against `w` (the (K, N) right operand, possibly a transposed view), kind 1
 // MKL's packed linear (`packed`, with `w` the (N, K) weight it was packed from), kind 2 oneDNN's
-// linear against `w` (packed or plain). When `w` has another dtype than the loop's (autocast's
-// bfloat16 products), the left operand is copied into a buffer of that dtype first and the
-// result, rounded to that dtype, is widened to the loop's, as treelm.kernels.gemm.CastMatmul
-// does. The caller adds the input part itself (in the gate loop), saving a pass over memory.
+// linear against `w` (packed or plain), kind 3 treelm's panel product (csrc/panel_gemm.cpp:
+// `packed` the panels, `w` the (N, K) weight or view they were packed from; float32 only). When
+// `w` has another dtype than the loop's (autocast's bfloat16 products), the left operand is
+// copied into a buffer of that dtype first and the result, rounded to that dtype, is widened to
+// the loop's, as treelm.kernels.gemm.CastMatmul does. The caller adds the input part itself (in the gate loop), saving a pass over memory.
 struct Product {
   int64_t kind;
   at::Tensor w, packed;
   int64_t batch;
-  at::Tensor low, res, wide;  // cast left operand; torch.mm's result; the result widened
+  at::Tensor low, res, wide;  // cast left operand; torch.mm's or the panels' result; widened
 
   Product(int64_t kind_, at::Tensor w_, std::optional<at::Tensor> packed_, int64_t batch_,
           const at::Tensor& like, int64_t k, int64_t n)
       : kind(kind_), w(std::move(w_)), batch(batch_) {
-    TORCH_CHECK(kind >= 0 && kind <= 2, "unknown product kind ", num(kind));
+    TORCH_CHECK(kind >= 0 && kind <= 3, "unknown product kind ", num(kind));
     if (packed_.has_value()) packed = *packed_;
-    TORCH_CHECK(kind != 1 || packed.defined(), "an MKL product needs its packed weight");
+    TORCH_CHECK((kind != 1 && kind != 3) || packed.defined(),
+                "an MKL or panel product needs its packed weight");
     auto in_w = like.options().dtype(w.scalar_type());
     if (w.scalar_type() != like.scalar_type()) {
       low = at::empty({batch, k}, in_w);
       wide = at::empty({batch, n}, like.options());
     }
-    if (kind == 0) res = at::empty({batch, n}, in_w);
+    if (kind == 0 || kind == 3) res = at::empty({batch, n}, in_w);
   }
 
   at::Tensor packed_call(const at::Tensor& a) const {
@@ -126,6 +132,10 @@ struct Product {
   // next call) or the packed op's fresh result
   at::Tensor operator()(const at::Tensor& a) {
     const at::Tensor& lhs = low.defined() ? low.copy_(a) : a;
+    if (kind == 3) {
+      panel_mm_out(lhs, packed, res.size(1), res);
+      return low.defined() ? wide.copy_(res) : res;
+    }
     at::Tensor r = kind == 0 ? at::mm_out(res, lhs, w) : packed_call(lhs).contiguous();
     return low.defined() ? wide.copy_(r) : r;
   }
@@ -148,5 +158,6 @@ void bind_onlstm(pybind11::module_& m);      // csrc/onlstm.cpp
 void bind_lstm(pybind11::module_& m);        // csrc/lstm.cpp
 void bind_softmax_ce(pybind11::module_& m);  // csrc/softmax_ce.cpp
 void bind_hash_dropout(pybind11::module_& m);  // csrc/hash_dropout.cpp
+void bind_panel_gemm(pybind11::module_& m);  // csrc/panel_gemm.cpp
 
 }  // namespace treelm

@@ -2,8 +2,9 @@
 // the ON-LSTM's (csrc/onlstm.cpp, called by treelm/kernels/onlstm_cxx.py) and the LSTM's
 // (csrc/lstm.cpp, called by treelm/kernels/lstm_cxx.py), and the output layer's softmax
 // cross-entropy by rows (csrc/softmax_ce.cpp, treelm/kernels/softmax_ce.py), and dropout with a
-// hashed mask (csrc/hash_dropout.cpp, treelm/kernels/hash_dropout.py). Each releases the GIL
-// while it runs.
+// hashed mask (csrc/hash_dropout.cpp, treelm/kernels/hash_dropout.py), and the panel product of
+// the per-step recurrent products (csrc/panel_gemm.cpp, the GEMM backend "panel" of
+// treelm/kernels/gemm/backends.py). Each releases the GIL while it runs.
 
 #include "common.h"
 
@@ -13,4 +14,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   treelm::bind_lstm(m);
   treelm::bind_softmax_ce(m);
   treelm::bind_hash_dropout(m);
+  treelm::bind_panel_gemm(m);
 }

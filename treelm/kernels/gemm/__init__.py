@@ -1,14 +1,18 @@
 """Matrix products on the GEMM backend that is fastest on this machine for their shape, chosen by
 measuring: above all the ``T`` per-step products ``a_t Wᵀ`` of a recurrent loop against one weight.
 
-A CPU build of PyTorch offers three ways to multiply:
+A CPU build of PyTorch offers three ways to multiply, and treelm's C++ extension a fourth:
 
 * ``"mm"``: ``torch.mm`` / ``torch.addmm`` (MKL's sgemm on x86), reading the operands as they are;
 * ``"mkl"``: MKL's packed GEMM (``torch.ops.mkl._mkl_reorder_linear_weight`` once, then
   ``torch.ops.mkl._mkl_linear``), as inductor does for frozen linear layers; float32 only;
 * ``"onednn"``: oneDNN's linear (``torch.ops.mkldnn._linear_pointwise``), on a weight packed once
   by ``torch.ops.mkldnn._reorder_linear_weight`` when it serves many products, on the weight as it
-  is for a single product; float32 and bfloat16.
+  is for a single product; float32 and bfloat16;
+* ``"panel"``: treelm's own float32 kernel for a few rows (``csrc/panel_gemm.cpp``): the weight
+  packed once into 16-column panels, each step's rows through a 5 × 16 register tile. At batch 20
+  with AVX2 the libraries' kernels reach about 60% of the FMA peak on a step's product; this one
+  is measured beside them and taken where it is faster, packing included.
 
 Which one wins depends on the CPU, not on the code: MKL picks its fastest kernels by vendor, oneDNN
 by instruction set. On MKL packed, the fused ON-LSTM trained at 0.94× ``nn.LSTM``'s speed on an
@@ -19,15 +23,15 @@ thread count), each candidate backend prepares the weight and runs the product a
 turns (see :func:`_measure`); that takes a few milliseconds for small shapes and up to about a
 second for the largest one-off products of the paper's size, once per process.
 
-Products against a weight used ``steps > 1`` times (a time loop) choose among ``mm``, ``mkl`` and
-``onednn`` packed, minimising ``pack + steps · call``, so a single-step loop (decoding one token)
-does not pay for a packing that a 70-step sequence amortises. Single products (``steps == 1``:
-an input projection over all steps, a weight gradient) choose between ``mm`` and ``onednn`` on the
-unpacked weight (packing pays only when reused; MKL's packed and plain products run the same
-kernels). Near ties go to the simpler backend (:data:`BACKENDS` order, within :data:`TIE_MARGIN`)
-so that the choice, and with it the rounding, does not flip between runs on noise. Every backend
-computes in float32 arithmetic; they differ only in summation order (oneDNN's results differ from
-MKL's by a few float32 ulps).
+Products against a weight used ``steps > 1`` times (a time loop) choose among ``mm``, ``mkl``,
+``onednn`` packed and ``panel``, minimising ``pack + steps · call``, so a single-step loop
+(decoding one token) does not pay for a packing that a 70-step sequence amortises. Single
+products (``steps == 1``: an input projection over all steps, a weight gradient) choose between
+``mm`` and ``onednn`` on the unpacked weight (packing pays only when reused; MKL's packed and
+plain products run the same kernels). Near ties go to the simpler backend (:data:`BACKENDS`
+order, within :data:`TIE_MARGIN`) so that the choice, and with it the rounding, does not flip
+between runs on noise. Every backend computes in float32 arithmetic; they differ only in
+summation order (oneDNN's results differ from MKL's by a few float32 ulps).
 
 The package: :mod:`.backends` (which backends this build has, the overrides, preparing a weight
 for a product), :mod:`.choice` (measuring the candidates for a shape, the cache of measurements

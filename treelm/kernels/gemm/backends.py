@@ -3,8 +3,12 @@ weight prepared for a product on each: the ground :mod:`treelm.kernels.gemm.choi
 
 ``"mm"`` reads the operands as they are; ``"mkl"`` packs the weight once
 (``_mkl_reorder_linear_weight``) for MKL's linear; ``"onednn"`` reorders it for oneDNN's linear
-(or, for a single product, reads it as it is). The ops are PyTorch internals, so their presence is
-probed, never assumed: a build without them, or one that renamed them, runs ``"mm"``.
+(or, for a single product, reads it as it is); ``"panel"`` packs it into 16-column panels for
+treelm's own float32 kernel for a few rows (``csrc/panel_gemm.cpp``: a time loop's per-step
+products at batch 20, where the libraries' kernels reach about 60% of an AVX2 CPU's FMA peak).
+The library ops are PyTorch internals, so their presence is probed, never assumed: a build
+without them, or one that renamed them, runs ``"mm"``; ``"panel"`` is there where treelm's C++
+extension loads (:mod:`treelm.kernels.build`).
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 # In order of preference on a near tie: the plain product needs no packing and is what the rest of
 # PyTorch does; MKL packed is the older, well-trodden path.
-BACKENDS = ("mm", "mkl", "onednn")
+# treelm's own panels last: the libraries' kernels win a near tie.
+BACKENDS = ("mm", "mkl", "onednn", "panel")
 CHOICES = ("auto", *BACKENDS)
 ENV_VAR = "TREELM_GEMM"
 REPEATS = 3              # timed rounds over the backends (the best per backend counts) ...
@@ -30,6 +36,7 @@ TIE_MARGIN = 0.1         # a later backend must be more than 10% cheaper to disp
 _DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "mkl": (torch.float32,),
     "onednn": (torch.float32, torch.bfloat16),
+    "panel": (torch.float32,),
 }
 
 
@@ -55,15 +62,27 @@ def _probe() -> dict[str, bool]:
         "mm": True,
         "mkl": mkl and has("mkl", "_mkl_reorder_linear_weight", "_mkl_linear"),
         "onednn": onednn and has("mkldnn", "_reorder_linear_weight", "_linear_pointwise"),
+        "panel": True,          # and treelm's C++ extension loaded: asked when first needed
     }
 
 
 _AVAILABLE = _probe()
 
 
+def _extension() -> Any:
+    """treelm's C++ extension or ``None`` (:func:`treelm.kernels.build.load`: loaded, built on
+    first use where ``make setup`` did not, or switched off); imported here, not at the top, as
+    :mod:`treelm.kernels.sequence` does."""
+    from treelm.kernels import build
+
+    return build.load()
+
+
 def available_backends() -> tuple[str, ...]:
-    """Backends whose ops this PyTorch build has (``"mm"`` always)."""
-    return tuple(b for b in BACKENDS if _AVAILABLE[b])
+    """Backends whose ops this PyTorch build (and, for ``"panel"``, treelm's C++ extension) has
+    (``"mm"`` always)."""
+    return tuple(b for b in BACKENDS
+                 if _AVAILABLE[b] and (b != "panel" or _extension() is not None))
 
 
 def usable_backends(dtype: torch.dtype, device: torch.device | str = "cpu") -> tuple[str, ...]:
@@ -136,7 +155,8 @@ class Prepared:
     its op takes, so that code calling the op itself (the C++ ON-LSTM loop,
     :mod:`treelm.kernels.onlstm_cxx`) can run the same product: ``"mkl"``: ``packed`` and the
     ``(N, K)`` weight ``weight`` it was packed from, for ``batch`` rows; ``"onednn"``: ``weight``,
-    packed (or as it is, for a single product), ``packed`` is ``None``."""
+    packed (or as it is, for a single product), ``packed`` is ``None``; ``"panel"``: ``packed``
+    the panels and ``weight`` the ``(N, K)`` operand (or view) they were packed from."""
 
     backend: str
     weight: Tensor
@@ -146,6 +166,8 @@ class Prepared:
     def __call__(self, a: Tensor) -> Tensor:
         if self.backend == "mkl":
             return torch.ops.mkl._mkl_linear(a, self.packed, self.weight, None, self.batch)
+        if self.backend == "panel":
+            return _extension().panel_mm(a, self.packed, self.weight.shape[0])
         return torch.ops.mkldnn._linear_pointwise(a, self.weight, None, "none", [], "")
 
 
@@ -163,6 +185,9 @@ def _prepare(backend: str, weight: Tensor, batch: int, transpose: bool, once: bo
         return lambda a: torch.mm(a, rhs)
     if backend == "onednn" and once:
         return Prepared(backend, weight.t() if transpose else weight, None, batch)
+    if backend == "panel":      # packs from any strides: no transposed copy first
+        b = weight.t() if transpose else weight
+        return Prepared(backend, b, _extension().panel_pack(b), batch)
     w = _transpose_contiguous(weight) if transpose else weight.contiguous()
     if backend == "mkl":
         return Prepared(backend, w, torch.ops.mkl._mkl_reorder_linear_weight(w, batch), batch)

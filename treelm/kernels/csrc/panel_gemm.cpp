@@ -1,0 +1,154 @@
+// A float32 product for a time loop's few rows: C (M, N) = A (M, K) · Bᵀ, B (N, K) packed once
+// per sequence into column panels, for the per-step recurrent products of the fused loops
+// (csrc/onlstm.cpp, csrc/lstm.cpp through Product, common.h) and the Python loops (the GEMM
+// backend "panel", treelm/kernels/gemm/backends.py).
+//
+//   packed[p][k][j] = B[p·NR + j][k]          (P = ⌈N / NR⌉ panels of NR = 16 columns, K rows;
+//                                              the last panel's missing columns are zeros)
+//   C[i][p·NR + j]  = Σ_k A[i][k] · packed[p][k][j]
+//
+// Why: at batch 20 a step's product (20×1150)·(1150×4830) is too short in M for the library
+// kernels, which reach about 60% of this CPU's FMA peak on it with AVX2 (benchmarks/cells.py:
+// the per-step products are half of a training step at the paper's size). Here each thread takes
+// whole panels; for each panel, rows go MR = 5 at a time through a register tile of MR × 16
+// accumulators (10 of the 16 AVX2 registers, two for the panel's row, one for A's broadcast):
+// per k, two loads of the panel and MR broadcasts of A feed 2·MR FMAs. The panel (K × 64 bytes,
+// read in order from memory by the first tile) stays in L2 for the others, and so does A. Cutting
+// K into L1-sized stretches (GotoBLAS's blocking) measured slower here: the panels' reads lose
+// their long runs in order, and C is read and written once per stretch.
+// Without AVX2 and FMA the same loops run in plain C++ (the backend is then measured slower and
+// not chosen). Results differ from torch.mm's in the rounding of the K-sum's order only.
+
+#include "common.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define TREELM_PANEL_AVX2 1
+#endif
+
+namespace treelm {
+
+namespace {
+
+constexpr int64_t NR = 16;   // columns per panel: two 8-float AVX2 registers
+constexpr int64_t MR = 5;    // rows per register tile (batch 20 = 4 tiles)
+
+// C[0..R)[0..cols) (row stride ldc) = A[0..R)[0..K) (row stride lda) · panel (K × NR)
+template <int R>
+inline void tile(int64_t K, const float* RESTRICT A, int64_t lda, const float* RESTRICT panel,
+                 float* RESTRICT C, int64_t ldc, int64_t cols) {
+#ifdef TREELM_PANEL_AVX2
+  // every loop over r fully unrolled, so that the accumulators stay in registers (with a loop
+  // left, GCC kept the arrays in memory and stored all ten of them at every k)
+  __m256 lo[R], hi[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    lo[r] = _mm256_setzero_ps();
+    hi[r] = _mm256_setzero_ps();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b0 = _mm256_load_ps(panel + k * NR);
+    const __m256 b1 = _mm256_load_ps(panel + k * NR + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_broadcast_ss(A + r * lda + k);
+      lo[r] = _mm256_fmadd_ps(a, b0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(a, b1, hi[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (cols == NR) {
+      _mm256_storeu_ps(C + r * ldc, lo[r]);
+      _mm256_storeu_ps(C + r * ldc + 8, hi[r]);
+    } else {                      // the last panel: only its real columns
+      alignas(32) float row[NR];
+      _mm256_store_ps(row, lo[r]);
+      _mm256_store_ps(row + 8, hi[r]);
+      std::memcpy(C + r * ldc, row, cols * sizeof(float));
+    }
+  }
+#else
+  float acc[R][NR] = {};
+  for (int64_t k = 0; k < K; ++k)
+    for (int r = 0; r < R; ++r) {
+      const float a = A[r * lda + k];
+      for (int64_t j = 0; j < NR; ++j) acc[r][j] += a * panel[k * NR + j];
+    }
+  for (int r = 0; r < R; ++r) std::memcpy(C + r * ldc, acc[r], cols * sizeof(float));
+#endif
+}
+
+// rows [0, M) of one panel, MR at a time, the last 1..MR-1 rows by a smaller tile
+inline void panel_rows(int64_t M, int64_t K, const float* A, int64_t lda, const float* panel,
+                       float* C, int64_t ldc, int64_t cols) {
+  int64_t i = 0;
+  for (; i + MR <= M; i += MR) tile<MR>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols);
+  switch (M - i) {
+    case 4: tile<4>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols); break;
+    case 3: tile<3>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols); break;
+    case 2: tile<2>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols); break;
+    case 1: tile<1>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+at::Tensor panel_pack(const at::Tensor& b) {
+  TORCH_CHECK(b.dim() == 2 && b.scalar_type() == at::kFloat && b.device().is_cpu(),
+              "panel_pack takes a 2-D float32 CPU tensor (N, K)");
+  const int64_t N = b.size(0), K = b.size(1), P = (N + NR - 1) / NR;
+  at::Tensor out = at::zeros({P, K, NR}, b.options());
+  const float* src = b.data_ptr<float>();
+  const int64_t sn = b.stride(0), sk = b.stride(1);   // any strides: a transposed view as well
+  float* dst = out.data_ptr<float>();
+  at::parallel_for(0, P, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t cols = std::min(NR, N - p * NR);
+      const float* rows = src + p * NR * sn;
+      float* panel = dst + p * K * NR;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < cols; ++j) panel[k * NR + j] = rows[j * sn + k * sk];
+    }
+  });
+  return out;
+}
+
+void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at::Tensor& out) {
+  TORCH_CHECK(a_.dim() == 2 && a_.scalar_type() == at::kFloat, "panel_mm takes float32 (M, K)");
+  const int64_t M = a_.size(0), K = a_.size(1), P = packed.size(0);
+  // rows with contiguous k (a size-1 dimension's stride means nothing, and contiguous() keeps it)
+  const at::Tensor a = K > 1 && a_.stride(1) != 1 ? a_.contiguous() : a_;
+  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == K && packed.size(2) == NR &&
+                  packed.is_contiguous() && (n + NR - 1) / NR == P,
+              "panel_mm: the packed operand does not match (M, ", num(K), ") and N = ", num(n));
+  TORCH_CHECK(out.size(0) == M && out.size(1) == n && out.is_contiguous(), "panel_mm: out");
+  const float* A = a.data_ptr<float>();
+  const float* B = packed.data_ptr<float>();
+  float* C = out.data_ptr<float>();
+  const int64_t lda = M > 1 ? a.stride(0) : K;
+  // panels per task: about a million multiply-adds each, so that a batch-1 product of a small
+  // layer runs on the calling thread alone
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, M * K));
+  at::parallel_for(0, P, grain, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      panel_rows(M, K, A, lda, B + p * K * NR, C + p * NR, n, std::min(NR, n - p * NR));
+  });
+}
+
+at::Tensor panel_mm(const at::Tensor& a, const at::Tensor& packed, int64_t n) {
+  at::Tensor out = at::empty({a.size(0), n}, a.options());
+  panel_mm_out(a, packed, n, out);
+  return out;
+}
+
+void bind_panel_gemm(pybind11::module_& m) {
+  namespace py = pybind11;
+  m.def("panel_pack", &panel_pack, "pack B (N, K) into 16-column panels", py::arg("b"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("panel_mm", &panel_mm, "a (M, K) times the packed B, transposed: (M, N)", py::arg("a"),
+        py::arg("packed"), py::arg("n"), py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace treelm
