@@ -8,14 +8,17 @@
 //   C[i][p·NR + j]  = Σ_k A[i][k] · packed[p][k][j]
 //
 // Why: at batch 20 a step's product (20×1150)·(1150×4830) is too short in M for the library
-// kernels, which reach about 60% of this CPU's FMA peak on it with AVX2 (benchmarks/cells.py:
-// the per-step products are half of a training step at the paper's size). Here each thread takes
-// whole panels; for each panel, rows go MR = 5 at a time through a register tile of MR × 16
-// accumulators (10 of the 16 AVX2 registers, two for the panel's row, one for A's broadcast):
-// per k, two loads of the panel and MR broadcasts of A feed 2·MR FMAs. The panel (K × 64 bytes,
-// read in order from memory by the first tile) stays in L2 for the others, and so does A. Cutting
-// K into L1-sized stretches (GotoBLAS's blocking) measured slower here: the panels' reads lose
-// their long runs in order, and C is read and written once per stretch.
+// kernels, which reach about 60% of the FMA peak on it with AVX2 (the per-step products are half
+// of a training step at the paper's size). Here each thread takes whole panels; for each panel,
+// rows go MR = 5 at a time through a register tile of MR × 16 accumulators (10 of the 16 AVX2
+// registers, two for the panel's row, one for A's broadcast): per k, two loads of the panel and
+// MR broadcasts of A feed 2·MR FMAs. The panel (K × 64 bytes) comes from memory (L3 at best: the
+// weight is 22 MB) for the first tile and stays in L2 for the others, as A does. While the last
+// tile runs, it fetches the next panel into L2, one line per k: without that, the first tile of
+// every panel waited on L3, and the product above took 1.7 ms on the AVX2 proxy (oneDNN: 1.9);
+// with it 1.15 ms, near the FMA peak (the backward's (20×4830)·(4830×1150), whose panels are
+// four times longer, gains nothing from it). Cutting K into L1-sized stretches (GotoBLAS's
+// blocking) measured slower: the panels' reads lose their long runs in order.
 // Without AVX2 and FMA the same loops run in plain C++ (the backend is then measured slower and
 // not chosen). Results differ from torch.mm's in the rounding of the K-sum's order only.
 
@@ -33,10 +36,11 @@ namespace {
 constexpr int64_t NR = 16;   // columns per panel: two 8-float AVX2 registers
 constexpr int64_t MR = 5;    // rows per register tile (batch 20 = 4 tiles)
 
-// C[0..R)[0..cols) (row stride ldc) = A[0..R)[0..K) (row stride lda) · panel (K × NR)
+// C[0..R)[0..cols) (row stride ldc) = A[0..R)[0..K) (row stride lda) · panel (K × NR); with
+// `next`, the next panel is fetched into L2 meanwhile, one line (one k) per k
 template <int R>
 inline void tile(int64_t K, const float* RESTRICT A, int64_t lda, const float* RESTRICT panel,
-                 float* RESTRICT C, int64_t ldc, int64_t cols) {
+                 float* RESTRICT C, int64_t ldc, int64_t cols, const float* next) {
 #ifdef TREELM_PANEL_AVX2
   // every loop over r fully unrolled, so that the accumulators stay in registers (with a loop
   // left, GCC kept the arrays in memory and stored all ten of them at every k)
@@ -47,6 +51,7 @@ inline void tile(int64_t K, const float* RESTRICT A, int64_t lda, const float* R
     hi[r] = _mm256_setzero_ps();
   }
   for (int64_t k = 0; k < K; ++k) {
+    if (next) _mm_prefetch(reinterpret_cast<const char*>(next + k * NR), _MM_HINT_T1);
     const __m256 b0 = _mm256_load_ps(panel + k * NR);
     const __m256 b1 = _mm256_load_ps(panel + k * NR + 8);
 #pragma GCC unroll 8
@@ -69,6 +74,7 @@ inline void tile(int64_t K, const float* RESTRICT A, int64_t lda, const float* R
     }
   }
 #else
+  (void)next;
   float acc[R][NR] = {};
   for (int64_t k = 0; k < K; ++k)
     for (int r = 0; r < R; ++r) {
@@ -79,16 +85,19 @@ inline void tile(int64_t K, const float* RESTRICT A, int64_t lda, const float* R
 #endif
 }
 
-// rows [0, M) of one panel, MR at a time, the last 1..MR-1 rows by a smaller tile
+// rows [0, M) of one panel, MR at a time, the last 1..MR-1 rows by a smaller tile; the last tile
+// fetches the `next` panel (or nothing) into L2, so that the next panel's first tile does not
+// wait on memory: the first tile is the one that brings a panel in, the others read it from L2
 inline void panel_rows(int64_t M, int64_t K, const float* A, int64_t lda, const float* panel,
-                       float* C, int64_t ldc, int64_t cols) {
+                       float* C, int64_t ldc, int64_t cols, const float* next) {
   int64_t i = 0;
-  for (; i + MR <= M; i += MR) tile<MR>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols);
+  for (; i + MR <= M; i += MR)
+    tile<MR>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, i + MR == M ? next : nullptr);
   switch (M - i) {
-    case 4: tile<4>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols); break;
-    case 3: tile<3>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols); break;
-    case 2: tile<2>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols); break;
-    case 1: tile<1>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols); break;
+    case 4: tile<4>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next); break;
+    case 3: tile<3>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next); break;
+    case 2: tile<2>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next); break;
+    case 1: tile<1>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next); break;
     default: break;
   }
 }
@@ -133,7 +142,8 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, M * K));
   at::parallel_for(0, P, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p)
-      panel_rows(M, K, A, lda, B + p * K * NR, C + p * NR, n, std::min(NR, n - p * NR));
+      panel_rows(M, K, A, lda, B + p * K * NR, C + p * NR, n, std::min(NR, n - p * NR),
+                 p + 1 < p1 ? B + (p + 1) * K * NR : nullptr);
   });
 }
 
