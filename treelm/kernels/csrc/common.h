@@ -89,7 +89,8 @@ void panel_mm_out(const at::Tensor& a, const at::Tensor& packed, int64_t n, at::
 // `packed` the panels, `w` the (N, K) weight or view they were packed from; float32 only). When
 // `w` has another dtype than the loop's (autocast's bfloat16 products), the left operand is
 // copied into a buffer of that dtype first and the result, rounded to that dtype, is widened to
-// the loop's, as treelm.kernels.gemm.CastMatmul does. The caller adds the input part itself (in the gate loop), saving a pass over memory.
+// the loop's, as treelm.kernels.gemm.CastMatmul does. The caller adds the input part itself (in
+// the gate loop), saving a pass over memory.
 struct Product {
   int64_t kind;
   at::Tensor w, packed;

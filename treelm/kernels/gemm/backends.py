@@ -33,6 +33,10 @@ SLOW_CALL_S = 0.02       # ... or one round where a call takes longer than this 
 MIN_TIMED_S = 2e-4       # tiny products are timed in batches of calls lasting at least this long
 TIE_MARGIN = 0.1         # a later backend must be more than 10% cheaper to displace an earlier one
 
+#: Backends that always pack the weight before a product: their packing counts in a loop's cost,
+#: and a single product never runs on them (packing for one product does not pay).
+PACKING = ("mkl", "panel")
+
 _DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "mkl": (torch.float32,),
     "onednn": (torch.float32, torch.bfloat16),

@@ -21,7 +21,13 @@ import torch
 from torch import Tensor
 
 import treelm.kernels.gemm.backends as backends
-from treelm.kernels.gemm.backends import BACKENDS, Product, requested_backend, usable_backends
+from treelm.kernels.gemm.backends import (
+    BACKENDS,
+    PACKING,
+    Product,
+    requested_backend,
+    usable_backends,
+)
 
 _log = logging.getLogger("treelm.kernels.gemm")
 
@@ -124,7 +130,7 @@ def _measure(weight: Tensor, batch: int, transpose: bool, a_t: bool, once: bool,
         for backend in candidates:
             try:
                 pack, fn = math.inf, None
-                packs = backend in ("mkl", "panel") or (backend == "onednn" and not once)
+                packs = backend in PACKING or (backend == "onednn" and not once)
                 for _ in range(2 if packs else 1):
                     fn = None                   # free the previous packing first
                     t0 = time.perf_counter()
@@ -173,7 +179,7 @@ def _decide(weight: Tensor, batch: int, transpose: bool, steps: int, a_t: bool
         backend, how = (wanted, "forced") if wanted in usable else ("mm", "fallback")
     else:
         if once:                        # packing a weight for one product does not pay
-            usable = tuple(b for b in usable if b not in ("mkl", "panel"))
+            usable = tuple(b for b in usable if b not in PACKING)
         if len(usable) == 1:
             backend, how = usable[0], "only"
         else:
