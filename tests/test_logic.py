@@ -16,21 +16,18 @@ import yaml
 
 from treelm.cli import main
 from treelm.data.corpus import CorpusError
-from treelm.data.logic import (
+from treelm.data.logic import LogicData, load_split, read_pairs, write_pairs
+from treelm.data.logic_formulas import (
     RELATIONS,
     VARIABLES,
     FormulaError,
-    LogicData,
     Pair,
-    distinct_pairs,
-    load_split,
     n_ops,
     parse,
-    read_pairs,
     relation,
     to_text,
-    write_pairs,
 )
+from treelm.data.logic_generator import distinct_pairs
 from treelm.models import build_model
 from treelm.models.pair import PairClassifier
 from treelm.rundir.files import read_metrics

@@ -24,7 +24,8 @@ import treelm
 from treelm.api.model import to_nltk
 from treelm.cli import main
 from treelm.serve import server as server_module
-from treelm.serve.server import MAX_BODY, App, curves_view, make_server, run_names
+from treelm.serve.endpoints import curves_view
+from treelm.serve.server import MAX_BODY, App, make_server, run_names
 
 
 def serving(app: App) -> tuple[tuple[str, int], server_module.Server]:

@@ -357,7 +357,7 @@ def test_why_a_job_ended(tmp_path):
 
 
 def test_the_launcher_is_remembered_and_a_flag_decides_new_submissions_only():
-    from treelm.study.driver import choose_launcher
+    from treelm.study.launch import choose_launcher
     from treelm.study.spec import Launcher
 
     section = Launcher(threads=1)                                # the file's launcher:

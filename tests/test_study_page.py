@@ -15,9 +15,10 @@ from treelm.cli import main
 from treelm.errors import TreelmError
 from treelm.study import curves as cv
 from treelm.study import plots
+from treelm.study.load import load_study
 from treelm.study.page import page_text, render_page
 from treelm.study.record import new_record, newest_record, read_record, write_record
-from treelm.study.spec import describe, load_study
+from treelm.study.spec import describe
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from treelm.config import ConfigError
+from treelm.study.load import load_study
 from treelm.study.record import summarize
 from treelm.study.score import score_evals
-from treelm.study.spec import describe, load_study
+from treelm.study.spec import describe
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,3 +128,21 @@ def test_each_variant_is_its_config_key_for_key(name, monkeypatch):
         got = apply_overrides(base, [*study.overrides, *over])
         assert got == apply_overrides(load_config(ROOT / "configs" / f"{config}.yaml"),
                                       [*study.overrides, *extra]), (name, variant)
+
+
+@pytest.mark.parametrize("ensemble, groups", [
+    ("all", ["a", "b", "all"]), ("[b, all]", ["b", "all"]), ("[]", [])])
+def test_the_ensemble_is_expanded_once_when_the_study_is_read(tmp_path, ensemble, groups):
+    """``score.trees.ensemble`` as written stays the record's; its groups are expanded at
+    parse time (``Trees.ensemble_groups``), as the record's ensembles expand it."""
+    from treelm.study.ensemble import groups as record_groups
+
+    study = load_study(write_study(tmp_path, f"  trees: {{test: null, ensemble: {ensemble}}}"))
+    assert study.trees is not None and study.trees.ensemble_groups == groups
+    desc = describe(study)
+    assert "ensemble_groups" not in desc["score"]["trees"]
+    assert "ensemble_groups" not in study.trees.for_jobs()
+    runs = {f"{v}/1": {"variant": v, "seed": 1} for v in ("a", "b")}
+    assert list(record_groups(desc, runs)) == groups
+    with pytest.raises(ConfigError, match="unknown score.trees options"):
+        load_study(write_study(tmp_path, "  trees: {ensemble_groups: [a]}"))

@@ -30,7 +30,8 @@ from treelm.rundir.trees import (
     read_choices,
     rule_checkpoint,
 )
-from treelm.serve.server import App, tree_view
+from treelm.serve.endpoints import tree_view
+from treelm.serve.server import App
 from treelm.syntax.tracking import choose, chooses
 from treelm.syntax.trees import TREE_STYLES
 

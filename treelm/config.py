@@ -189,8 +189,9 @@ def parse_section(cls: type[Any], d: dict[str, Any] | None, section: str,
                   others: Iterable[str] = ()) -> Any:
     """The dataclass ``cls`` from the mapping ``d`` of a config section, every value checked.
 
-    Keys that are neither fields of ``cls`` nor in ``others`` (claimed by another reader of the
-    same section) are an error naming them. Each value must have its field's type (an int where
+    Keys that are neither fields of ``cls`` (given ones: a field of ``init=False`` is derived from
+    the others) nor in ``others`` (claimed by another reader of the same section) are an error
+    naming them. Each value must have its field's type (an int where
     a float is wanted is taken; ``2.5`` for an int, ``"abc"`` for a number or a bool are not)
     and satisfy the rule in the class's ``RULES`` mapping, if any: ``"> 0"``, ``">= 1"``,
     ``"[0, 1)"``, ``"(0, 1]"`` or a tuple of allowed values. Every error is one line naming
@@ -199,7 +200,7 @@ def parse_section(cls: type[Any], d: dict[str, Any] | None, section: str,
     if d is not None and not isinstance(d, dict):
         raise ConfigError(f"{section}: expected a section of key: value pairs, got {d!r}")
     d = dict(d or {})
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls) if f.init}   # (not what is derived)
     known = names | set(others)
     unknown = sorted(set(d) - known)
     if unknown:

@@ -11,9 +11,10 @@ Requests. ``GET /`` the page, ``GET /static/<file>`` its script and style, ``GET
 runs with what each supports, ``GET /api/runs/<name>/curves`` a run's training curves (the API's
 ``curves``: its metrics log as it grows, with an ``ETag`` so that a page polling an unchanged log
 gets ``304`` and no body), and ``POST /api/<method>`` with a JSON object (docs/serve.md lists the
-fields): ``parse``, ``score``, ``generate``, ``probe``, ``tag``, ``translate``. Input is bounded
-(``MAX_BODY`` bytes, ``MAX_CHARS`` characters and ``MAX_WORDS`` whitespace-separated words per
-sentence, ``MAX_LENGTH`` generated symbols, ``MAX_BEAM``, ``MAX_TOP``). Every error is
+fields): ``parse``, ``score``, ``generate``, ``probe``, ``tag``, ``translate``, each computed by
+:mod:`treelm.serve.endpoints`. Input is bounded (``MAX_BODY`` bytes; per field, ``MAX_CHARS``
+characters and ``MAX_WORDS`` whitespace-separated words per sentence, ``MAX_LENGTH`` generated
+symbols, ``MAX_BEAM``, ``MAX_TOP``). Every error is
 ``{"error": "<one line>"}`` with a 4xx status (a bug: 500 with the exception's type, the traceback
 on the server's stderr only), and the server goes on serving.
 
@@ -26,7 +27,6 @@ idle for ``IDLE_S`` seconds is closed so that abandoned ones do not hold a threa
 from __future__ import annotations
 
 import json
-import math
 import select
 import socket
 import sys
@@ -37,16 +37,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from treelm.api.curves import Curves
 from treelm.api.model import TreelmModel, UnsupportedMethodError, load
 from treelm.errors import TreelmError
+from treelm.serve.endpoints import ENDPOINTS, RequestError, curves_view, defaults
 
-MAX_BODY = 64 * 1024        # bytes of one request body
-MAX_CHARS = 1000            # characters of one sentence, prompt or prefix
-MAX_WORDS = 100             # whitespace-separated words of one sentence
-MAX_LENGTH = 400            # symbols generated per request
-MAX_BEAM = 10
-MAX_TOP = 50                # next symbols listed by probe
+MAX_BODY = 64 * 1024        # bytes of one request body (its fields: treelm.serve.endpoints)
 IDLE_S = 120                # seconds a connection may stay silent before it is closed
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
           "style.css": "text/css; charset=utf-8"}
@@ -65,14 +60,6 @@ class ClientGone(Exception):
     """The client closed its connection before its answer: nothing to compute or write."""
 
 
-class RequestError(Exception):
-    """A bad request: its HTTP status and a one-line message for the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 def run_names(paths: Sequence[str | Path]) -> list[str]:
     """A name per run directory: its last component, ``-2``, ``-3``… appended on repeats."""
     names: list[str] = []
@@ -84,143 +71,6 @@ def run_names(paths: Sequence[str | Path]) -> list[str]:
             name = f"{base}-{k}"
         names.append(name)
     return names
-
-
-# ----------------------------------------------------------------------------- request fields
-def _text(body: dict[str, Any], key: str, *, empty: bool = False) -> str:
-    value = body.get(key, "" if empty else None)
-    if value is None:
-        raise RequestError(400, f"missing field {key!r}")
-    if not isinstance(value, str):
-        raise RequestError(400, f"{key!r} must be a string")
-    if not empty and not value.strip():
-        raise RequestError(400, f"{key!r} is empty")
-    if len(value) > MAX_CHARS:
-        raise RequestError(413, f"{key!r} has {len(value)} characters; at most {MAX_CHARS}")
-    words = len(value.split())
-    if words > MAX_WORDS:
-        raise RequestError(413, f"{key!r} has {words} words; at most {MAX_WORDS}")
-    return value
-
-
-def _int(body: dict[str, Any], key: str, default: int | None, lo: int, hi: int) -> int | None:
-    value = body.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise RequestError(400, f"{key!r} must be an integer from {lo} to {hi}")
-    return value
-
-
-def _float(body: dict[str, Any], key: str, default: float | None, lo: float,
-           hi: float) -> float | None:
-    value = body.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-        raise RequestError(400, f"{key!r} must be a number from {lo} to {hi}")
-    return float(value)
-
-
-def _choice(body: dict[str, Any], key: str, default: str, choices: Sequence[str]) -> str:
-    value = body.get(key, default)
-    if value not in choices:
-        raise RequestError(400, f"{key!r} must be one of {', '.join(choices)}")
-    return value
-
-
-# ----------------------------------------------------------------------------- the endpoints
-def tree_view(m: TreelmModel, sentence: str, direction: str = "forward") -> dict[str, Any]:
-    """What the page draws for a sentence: tokens, the levels of every ON-LSTM layer and the
-    tree of every layer under both rules (the API's ``levels`` and ``SentenceLevels.tree``, the
-    path of ``parse``), and the layer and rule ``parse`` reads by default, with why (the API's
-    ``choice``)."""
-    from treelm.syntax.trees import TREE_STYLES
-
-    lv = m.levels(sentence, direction=direction)
-    return {"tokens": lv.tokens, "unknown": lv.unknown, "layers": list(lv.layers),
-            **_defaults(m),
-            "df": [[round(float(x), 5) for x in row] for row in lv.df],
-            "di": [[round(float(x), 5) for x in row] for row in lv.di],
-            "trees": {style: {str(k): lv.tree(k, style) for k in lv.layers}
-                      for style in TREE_STYLES}}
-
-
-def _defaults(m: TreelmModel) -> dict[str, Any]:
-    """The default layer and rule of a run's trees and why (``choice`` in the API)."""
-    return {"default_layer": m.default_layer, "default_rule": m.default_rule,
-            "default_why": m.choice.why if m.choice else None}
-
-
-def _parse(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
-    m.require("parse")
-    direction = _choice(body, "direction", "forward", ("forward", "backward"))
-    return tree_view(m, _text(body, "sentence"), direction)
-
-
-def _score(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
-    m.require("score")
-    return {"logprob": m.score([_text(body, "sentence")])[0]}
-
-
-def _generate(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
-    m.require("generate")
-    text = m.generate(_text(body, "prompt", empty=True),
-                      _int(body, "length", 50, 0, MAX_LENGTH) or 0,
-                      temperature=_float(body, "temperature", 1.0, 0.0, 100.0) or 0.0,
-                      top_k=_int(body, "top_k", None, 1, 1_000_000),
-                      top_p=_float(body, "top_p", None, 1e-9, 1.0),
-                      seed=_int(body, "seed", 0, 0, 2**31 - 1) or 0, unk="map")
-    return {"text": text}
-
-
-def _probe(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
-    m.require("probe")
-    rows = m.probe(_text(body, "prefix", empty=True), _int(body, "k", 5, 1, MAX_TOP) or 5,
-                   unk="map")
-    return {"next": [{"symbol": s, "prob": round(p, 6)} for s, p in rows]}
-
-
-def _tag(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
-    m.require("tag")
-    return m.tag([_text(body, "sentence")])[0]
-
-
-def _translate(m: TreelmModel, body: dict[str, Any]) -> dict[str, Any]:
-    m.require("translate")
-    sentence = _text(body, "sentence")
-    beam = _int(body, "beam", 5, 1, MAX_BEAM) or 5
-    att = m.attention(sentence, beam=beam, unk="map")      # one search: its text and weights
-    out: dict[str, Any] = {
-        "translation": att.text,
-        "attention": {"source": att.source, "target": att.target,
-                      "weights": [[[round(float(x), 4) for x in row] for row in layer]
-                                  for layer in att.weights]}}
-    if "parse" in m.supports:             # an ON-LSTM encoder: the source tree too
-        out["source_tree"] = tree_view(m, sentence)
-    return out
-
-
-def _finite(points: list[tuple[int, float]]) -> list[list[float | None]]:
-    # JSON has no NaN or Infinity (the browser's JSON.parse refuses them): a diverged value is
-    # null, which the page leaves out of its line
-    return [[t, float(f"{v:.6g}") if math.isfinite(v) else None] for t, v in points]
-
-
-def curves_view(c: Curves) -> dict[str, Any]:
-    """The API's :class:`~treelm.api.curves.Curves` as JSON: points as ``[tokens, value]``
-    (``null`` for a value that is not finite), values to 6 significant digits, layers as
-    strings."""
-    return {"headline": c.headline, "done": c.done, "modified": c.modified,
-            "valid": {k: _finite(v) for k, v in c.valid.items()},
-            "train": {k: _finite(v) for k, v in c.train.items()},
-            "trees": {rule: {str(k): _finite(v) for k, v in layers.items()}
-                      for rule, layers in c.trees.items()}}
-
-
-ENDPOINTS: dict[str, Callable[[TreelmModel, dict[str, Any]], dict[str, Any]]] = {
-    "parse": _parse, "score": _score, "generate": _generate, "probe": _probe, "tag": _tag,
-    "translate": _translate}
 
 
 class App:
@@ -241,7 +91,7 @@ class App:
 
     def runs(self) -> list[dict[str, Any]]:
         return [{"name": name, "task": m.task, "supports": list(m.supports),
-                 "layers": list(m.layers), **_defaults(m)} for name, m in self.models.items()]
+                 "layers": list(m.layers), **defaults(m)} for name, m in self.models.items()]
 
     def get(self, path: str, etag: str | None = None) -> Answer:
         """The answer to ``GET path``; ``etag``: the request's ``If-None-Match``."""

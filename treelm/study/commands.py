@@ -34,7 +34,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     docs/studies.md.
     """
     from treelm.errors import TreelmError, check_output
-    from treelm.study.spec import load_study
+    from treelm.study.load import load_study
 
     if args.output is not None:
         check_output(args.output, (".md",), "page")

@@ -21,7 +21,8 @@ and the thread count given to each run. The record is written by this driver alo
 A job that ends without its run's scores is resubmitted (``retries``) unless its training refused
 its config (exit 2: the same config fails the same way): then the run fails at once, and the
 driver says the training's own error line and the job's log. Before anything is submitted every
-run is checked as ``treelm train`` and the job would check it (:func:`check_runs`).
+run is checked as ``treelm train`` and the job would check it
+(:func:`treelm.study.checks.check_runs`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,17 @@ from typing import TYPE_CHECKING, Any
 from treelm.errors import TreelmError
 from treelm.rundir.files import RunFiles, atomic_write_text
 from treelm.rundir.lock import is_held
+from treelm.study.checks import check_run_dir, check_runs
 from treelm.study.job import STUDY_FILE, RunJob
-from treelm.study.record import new_record, newest_record, read_record, write_record
-from treelm.study.spec import Launcher, RunSpec, Study, describe, from_cwd
+from treelm.study.record import (
+    new_record,
+    newest_record,
+    other_version,
+    read_record,
+    resummarized,
+    write_record,
+)
+from treelm.study.spec import RunSpec, Study, describe, from_cwd
 
 if TYPE_CHECKING:
     from treelm.study.launch import Ended
@@ -60,123 +69,9 @@ def scored(spec: RunSpec) -> dict[str, Any] | None:
     return entry if entry.get("overrides") == spec.overrides else None
 
 
-def check_run_dir(spec: RunSpec) -> None:
-    """A run directory trained for other values than the study now asks is refused: its scores
-    would be another study's. Compared on the keys the study sets."""
-    import yaml
-
-    from treelm.config import apply_overrides
-
-    files = RunFiles(spec.run_dir)
-    if not files.config.exists():
-        return
-    saved = yaml.safe_load(files.config.read_text(encoding="utf-8")) or {}
-    want = apply_overrides({}, spec.overrides)
-    for key, value in _flat(want):
-        node: Any = saved
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node != value and not (key == "train.threads"):
-            raise TreelmError(f"{spec.run_dir}: trained with {key} = {node!r}, but the study "
-                              f"now asks {value!r}; move the run away or restore the study")
-
-
-def check_runs(study: Study, specs: list[RunSpec] | None = None) -> None:
-    """Each run of ``specs`` (those about to be submitted; default all) refused now, in one
-    line, where ``treelm train`` or its job would refuse it after its submission: its config
-    checked whole (``treelm train``'s ``read_config``), then what depends on the task
-    (``train.eval_parse`` and ``score.trees`` score a language model's trees), the data files it
-    names, and each treebank it would read (``train.eval_parse``'s at the start,
-    ``score.trees.test`` at the end: missing or malformed)."""
-    from treelm.config import apply_overrides, load_config
-    from treelm.syntax.report import MissingTreebankError, load_golds
-    from treelm.train.builders import read_config
-    from treelm.train.trees import check_task
-
-    cfg = load_config(study.config)
-    read: set[tuple[str, int | None]] = set()
-    for spec in study.run_specs() if specs is None else specs:
-        where = f"{study.file.name}: run {spec.key}"
-        try:
-            tc, config = read_config(apply_overrides(cfg, [*spec.overrides, "train.threads=1"]))
-            task = config.task.name
-            if study.trees is not None and task != "lm":
-                raise TreelmError(f"score.trees scores a language model's trees; "
-                                  f"{study.raw['config']} is a {task!r} run (drop score.trees)")
-            check_task(tc.eval_parse, task)
-            for path in config.data_paths():
-                if not Path(path).exists():
-                    raise TreelmError(f"{path}: no such file or directory (the config's data)")
-            banks: list[tuple[str, int | None, bool]] = []
-            if tc.eval_parse is not None:
-                ep = tc.eval_parse
-                banks.append((str(ep.treebank), ep.max_len, ep.if_missing == "skip"))
-            if study.trees is not None and study.trees.test:
-                banks += [(study.trees.test, n, False) for n in study.trees.test_max_len]
-            for bank, max_len, skip in banks:
-                if (bank, max_len) not in read:
-                    try:
-                        load_golds(bank, max_len)
-                    except MissingTreebankError:
-                        if not skip:
-                            raise
-                    read.add((bank, max_len))
-        except TreelmError as e:
-            raise TreelmError(f"{where}: {e}") from None
-
-
-def choose_launcher(section: Launcher, state: dict[str, Any],
-                    flags: dict[str, Any]) -> tuple[Launcher, str | None]:
-    """The launcher of the study's new submissions and, where it is not the one the state
-    remembers, one line saying so: the state's (the study's launcher and its options, as last
-    submitted), so that ``treelm study S.yaml`` alone goes on as the first command began; the
-    study file's ``section`` instead where it changed since, or where a flag names another
-    launcher; then the flags on top. Jobs submitted already are followed through their own
-    launcher whatever this one is."""
-    saved = Launcher(**state["launcher"]["launcher"]) if state.get("launcher") else None
-    changed = saved is not None and dataclasses.asdict(section) != state["launcher"]["section"]
-    if saved is None or changed or flags.get("name", saved.name) != saved.name:
-        base = section
-    else:
-        base = saved
-    launcher = dataclasses.replace(base, **flags)
-    if saved is None or launcher == saved:
-        return launcher, None
-    by = " and ".join(w for w, given in (("the study file's launcher: section", changed),
-                                         ("the command line", bool(flags))) if given)
-    return launcher, (f"treelm study: new submissions go to {launcher_text(launcher)}, from "
-                      f"{by}; the study was submitted with {launcher_text(saved)}, and its "
-                      f"jobs are followed there")
-
-
-#: The options of ``launcher:`` that the local launcher reads (Slurm reads all but ``jobs``).
-LOCAL_OPTIONS = ("jobs", "threads", "time")
-
-
-def launcher_text(la: Launcher) -> str:
-    """``slurm (partition debug, time 10)``: a launcher and the options it was given that it
-    reads."""
-    default = Launcher()
-    reads = LOCAL_OPTIONS if la.name == "local" else [
-        f.name for f in dataclasses.fields(la) if f.name not in ("name", "jobs")]
-    opts = [f"{k} {v:g}" if isinstance(v := getattr(la, k), float) else f"{k} {v}"
-            for k in reads if getattr(la, k) != getattr(default, k)]
-    return la.name + (f" ({', '.join(opts)})" if opts else "")
-
-
-def _flat(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out = []
-    for k, v in d.items():
-        if isinstance(v, dict) and k != "eval_parse" and v:
-            out += _flat(v, f"{prefix}{k}.")
-        else:
-            out.append((f"{prefix}{k}", v))
-    return out
-
-
 class Driver:
     """The study's driver; ``flags``: the launcher options of today's command line, which decide
-    for new submissions only (:func:`choose_launcher`)."""
+    for new submissions only (:func:`treelm.study.launch.choose_launcher`)."""
 
     def __init__(self, study: Study, launch_factory: Callable[[], Any] | None = None,
                  say: Callable[[str], None] | None = None,
@@ -239,7 +134,7 @@ class Driver:
                 out[spec.key] = "done"
             elif spec.key in recorded and not spec.run_dir.exists():
                 out[spec.key] = "recorded"      # scored before, its directory gone: kept
-        live = self._launch._live if self._launch is not None else None
+        live = self._launch.handles() if self._launch is not None else None
         known = scheduler_states({j["job_id"]: j["launcher"] for k, j in jobs.items()
                                   if k not in out}, self.folder, live)
         self.ended = {}
@@ -282,16 +177,15 @@ class Driver:
         record = (read_record(path) if path.exists() else
                   new_record(describe(self.study), command or "", machine()))
         before = json.dumps(record, sort_keys=True)
-        if path.exists() and _trained(record["study"]) != _trained(describe(self.study)):
+        if path.exists() and (differs := other_version(record["study"],
+                                                       describe(self.study))) is not None:
             # another study under this name: its figures are not this one's to extend
             dated = RESULTS / f"{self.study.name}-{time.strftime('%Y%m%d')}.json"
             # today's record is the one in the way: only a new name (or moving it) helps
             other = (f"a new record: (e.g. {dated}) or a new name:" if dated != path
                      else "a new name: (its record is then another file), or move this record")
-            raise TreelmError(
-                f"{path}: the record of another version of this study (its "
-                f"{_first_change(record['study'], describe(self.study))} differs); give the "
-                f"study {other}")
+            raise TreelmError(f"{path}: the record of another version of this study (its "
+                              f"{differs} differs); give the study {other}")
         record["study"] = describe(self.study)
         if command:
             cmds = record.setdefault("commands", [])
@@ -308,13 +202,15 @@ class Driver:
                 record["runs"][spec.key] = entry
                 changed = True
         if self.study.trees and not record.get("baselines"):
-            record["baselines"] = tree_baselines(self.study)
+            from treelm.study.parts import tree_baselines
+
+            record["baselines"] = tree_baselines(self.study.trees)
             changed = True
-        if self.study.trees and self.study.trees.ensemble:
+        if self.study.trees and self.study.trees.ensemble_groups:
             from treelm.study.ensemble import refresh
 
             changed = refresh(record, self.study.trees) or changed
-        if changed or not path.exists() or _resummarized(record) != before:
+        if changed or not path.exists() or resummarized(record) != before:
             write_record(path, record)
         self.state["record"] = str(path)
         self._write_state()
@@ -328,19 +224,9 @@ class Driver:
                 str(Path(p).resolve()) for p in os.environ["NLTK_DATA"].split(os.pathsep)))
         if self.study.launcher.name == "local":   # submitit's local jobs hide GPUs otherwise
             env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
-        trees = None
-        if self.study.trees:
-            from dataclasses import asdict
-
-            from treelm.study.spec import _abs_or_name
-
-            trees = asdict(self.study.trees)
-            trees["dev"] = _abs_or_name(trees["dev"])
-            if trees["test"]:
-                trees["test"] = _abs_or_name(trees["test"])
-        from dataclasses import asdict as _asdict
+        trees = self.study.trees.for_jobs() if self.study.trees else None
         return RunJob(spec.key, str(spec.run_dir), str(self.study.config), spec.overrides,
-                      threads, env, trees, [_asdict(e) for e in self.study.evals],
+                      threads, env, trees, [dataclasses.asdict(e) for e in self.study.evals],
                       self.study.name)
 
     def submit(self, specs: list[RunSpec], threads: int) -> None:
@@ -396,6 +282,8 @@ class Driver:
         states = self.states()              # (checked before anything is made or written)
         check_runs(self.study, [s for s in self.specs if states[s.key] in ("left", "failed")])
         with self._deciding():
+            from treelm.study.launch import choose_launcher
+
             self.study.launcher, note = choose_launcher(self.section, self.state, self.flags)
             self.gather(command)
             seen_done = {k for k, s in self.states().items() if s == "done"}
@@ -449,59 +337,3 @@ class Driver:
         self.say(f"treelm study: {key}: {end.why}")
         if end.log is not None:
             self.say(f"treelm study: {key}: log {end.log}")
-
-
-def _resummarized(record: dict[str, Any]) -> str:
-    """The record as it would be written now (what dev chooses may have changed)."""
-    from treelm.study.record import summarize
-
-    return json.dumps({**record, "summary": summarize(record)}, sort_keys=True)
-
-
-#: What makes two versions of a study train or score other runs.
-TRAINED = ("config", "variants", "seeds", "budget", "overrides", "score")
-
-
-def _trained(desc: dict[str, Any]) -> dict[str, Any]:
-    """What of a study's description decides its runs and scores: its keys of ``TRAINED``, the
-    seeds aside (more seeds extend a study) and each eval entry without its default fields (a
-    field added to ``score.eval`` later changes nothing that was scored)."""
-    import dataclasses
-
-    from treelm.study.spec import Eval
-
-    defaults = {f.name: f.default for f in dataclasses.fields(Eval)}
-    out = {k: desc.get(k) for k in TRAINED}
-    out["seeds"] = None
-    score = dict(out.get("score") or {})
-    if score.get("trees"):              # ensembles are made of the runs' trees: no run changes
-        score["trees"] = {k: v for k, v in score["trees"].items() if k != "ensemble"}
-    score["eval"] = [{k: v for k, v in e.items() if defaults.get(k, object()) != v}
-                     for e in score.get("eval") or []]
-    out["score"] = score
-    return out
-
-
-def _first_change(old: dict[str, Any], new: dict[str, Any]) -> str:
-    return next((k for k in TRAINED if k != "seeds" and old.get(k) != new.get(k)), "definition")
-
-
-def tree_baselines(study: Study) -> dict[str, Any]:
-    """The trivial trees and the rule control on the study's dev and test sentences."""
-    from treelm.study.score import part_name
-    from treelm.syntax.baselines import DEFAULT_BASELINES, RULE_CONTROLS
-    from treelm.syntax.report import parsing_report
-
-    t = study.trees
-    assert t is not None
-    parts = [("dev", t.dev, None)]
-    if t.test:
-        parts += [(part_name(n), t.test, n) for n in t.test_max_len]
-    out = {}
-    for name, treebank, max_len in parts:
-        # the trivial trees and the rule control (random levels through each tree rule)
-        rep = parsing_report(treebank, max_len, baselines=(*DEFAULT_BASELINES, *RULE_CONTROLS))
-        out[name] = {"n_sentences": rep["n_sentences"], "n_words": rep["n_words"],
-                     "baselines": {k: {m: v[m] for m in ("sentence_f1", "corpus_f1")}
-                                   for k, v in rep["baselines"].items()}}
-    return out

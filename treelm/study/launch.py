@@ -14,11 +14,14 @@ Local: submitit's ``LocalExecutor`` starts every job it is given at once and sto
 ``timeout_min`` (2 minutes by default): the driver gives it at most ``jobs`` runs at a time and a
 time limit of its own (``launcher.time``, default 7 days; at the limit the job saves and is
 requeued, as on Slurm). Slurm: one job per run, or what is left as one job array, with the
-partition, time, CPUs, GPUs and memory of ``launcher:`` or the command line.
+partition, time, CPUs, GPUs and memory of ``launcher:`` or the command line. Which launcher a
+study's new submissions go to, when the state file, the study file and the command line name
+different ones, is :func:`choose_launcher`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -34,6 +37,43 @@ from treelm.study.job import USAGE, RunJob, read_failure
 from treelm.study.spec import Launcher
 
 LOCAL_DEFAULT_MINUTES = 7 * 24 * 60
+#: The options of ``launcher:`` that the local launcher reads (Slurm reads all but ``jobs``).
+LOCAL_OPTIONS = ("jobs", "threads", "time")
+
+
+def choose_launcher(section: Launcher, state: dict[str, Any],
+                    flags: dict[str, Any]) -> tuple[Launcher, str | None]:
+    """The launcher of the study's new submissions and, where it is not the one the state
+    remembers, one line saying so: the state's (the study's launcher and its options, as last
+    submitted), so that ``treelm study S.yaml`` alone goes on as the first command began; the
+    study file's ``section`` instead where it changed since, or where a flag names another
+    launcher; then the flags on top. Jobs submitted already are followed through their own
+    launcher whatever this one is."""
+    saved = Launcher(**state["launcher"]["launcher"]) if state.get("launcher") else None
+    changed = saved is not None and dataclasses.asdict(section) != state["launcher"]["section"]
+    if saved is None or changed or flags.get("name", saved.name) != saved.name:
+        base = section
+    else:
+        base = saved
+    launcher = dataclasses.replace(base, **flags)
+    if saved is None or launcher == saved:
+        return launcher, None
+    by = " and ".join(w for w, given in (("the study file's launcher: section", changed),
+                                         ("the command line", bool(flags))) if given)
+    return launcher, (f"treelm study: new submissions go to {launcher_text(launcher)}, from "
+                      f"{by}; the study was submitted with {launcher_text(saved)}, and its "
+                      f"jobs are followed there")
+
+
+def launcher_text(la: Launcher) -> str:
+    """``slurm (partition debug, time 10)``: a launcher and the options it was given that it
+    reads."""
+    default = Launcher()
+    reads = LOCAL_OPTIONS if la.name == "local" else [
+        f.name for f in dataclasses.fields(la) if f.name not in ("name", "jobs")]
+    opts = [f"{k} {v:g}" if isinstance(v := getattr(la, k), float) else f"{k} {v}"
+            for k in reads if getattr(la, k) != getattr(default, k)]
+    return la.name + (f" ({', '.join(opts)})" if opts else "")
 
 
 def cores() -> int:
@@ -215,3 +255,8 @@ class Launch:
         for h in handles:
             self._live[str(h.job_id)] = h
         return [str(h.job_id) for h in handles]
+
+    def handles(self) -> dict[str, Any]:
+        """The submitit jobs this launcher submitted, by id: their state is asked of them (a
+        local job's Popen knows it, and reaps the job), not of the scheduler."""
+        return dict(self._live)

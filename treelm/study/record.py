@@ -195,3 +195,41 @@ def newest_record(results: Path, name: str) -> Path | None:
         if stem.isdigit() and len(stem) == 8:
             found.append((stem, p))
     return max(found)[1] if found else None
+
+
+#: What makes two versions of a study train or score other runs.
+TRAINED = ("config", "variants", "seeds", "budget", "overrides", "score")
+
+
+def _trained(desc: dict[str, Any]) -> dict[str, Any]:
+    """What of a study's description decides its runs and scores: its keys of ``TRAINED``, the
+    seeds aside (more seeds extend a study) and each eval entry without its default fields (a
+    field added to ``score.eval`` later changes nothing that was scored)."""
+    import dataclasses
+
+    from treelm.study.spec import Eval
+
+    defaults = {f.name: f.default for f in dataclasses.fields(Eval)}
+    out = {k: desc.get(k) for k in TRAINED}
+    out["seeds"] = None
+    score = dict(out.get("score") or {})
+    if score.get("trees"):              # ensembles are made of the runs' trees: no run changes
+        score["trees"] = {k: v for k, v in score["trees"].items() if k != "ensemble"}
+    score["eval"] = [{k: v for k, v in e.items() if defaults.get(k, object()) != v}
+                     for e in score.get("eval") or []]
+    out["score"] = score
+    return out
+
+
+def other_version(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """None where the study described by ``new`` trains and scores the runs that the one
+    described by ``old`` (a record's ``study``) did, so that its record may be extended; else
+    the first key of ``TRAINED`` that differs (``definition`` where none differs as written)."""
+    if _trained(old) == _trained(new):
+        return None
+    return next((k for k in TRAINED if k != "seeds" and old.get(k) != new.get(k)), "definition")
+
+
+def resummarized(record: dict[str, Any]) -> str:
+    """The record as it would be written now (what dev chooses may have changed)."""
+    return json.dumps({**record, "summary": summarize(record)}, sort_keys=True)

@@ -35,15 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from treelm.data.logic import (
-    RELATIONS,
-    TOKENS,
-    LogicData,
-    Pair,
-    data_files,
-    load_split,
-    read_split,
-)
+from treelm.data.logic import LogicData, data_files, load_split, read_split
+from treelm.data.logic_formulas import RELATIONS, TOKENS, Pair
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, TaskOptions

@@ -13,7 +13,8 @@ The loop knows nothing of the data: a batch goes to ``task.loss``, scores come f
 trees are scored too at every validation, logged beside the scores; on dev trees they choose the
 run's default layer and rule and its ``best-trees`` checkpoint (:mod:`treelm.train.trees`), while
 ``best`` stays the task's primary score's. The run directory's side (making it whole, the writer
-lock, checkpoints and their restore) is :mod:`treelm.train.persistence`.
+lock, checkpoints and their restore) is :mod:`treelm.train.persistence`; validating, and what a
+validation decides (the best scores, the end of the budget), :mod:`treelm.train.validation`.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from treelm import omp, progress
+from treelm import omp
 from treelm.kernels import precision
 from treelm.rundir.checkpoint import (
     model_signature,
 )
 from treelm.rundir.files import MetricsLog, RunFiles
 from treelm.rundir.lock import RunLock
-from treelm.tasks.base import Batch, Evaluation
+from treelm.tasks.base import Batch
 from treelm.train import budget, step_probe
 from treelm.train import distributed as D
 from treelm.train.builders import (
@@ -53,9 +54,10 @@ from treelm.train.reproducible import use_deterministic
 from treelm.train.state import LoopState
 from treelm.train.tensorboard import Board
 from treelm.train.trees import training_trees
+from treelm.train.validation import Validation, scores_line
 
 
-class Trainer(Persistence):
+class Trainer(Persistence, Validation):
     def __init__(self, cfg: dict[str, Any], files: RunFiles, resume: bool = False,
                  quiet: bool = False, started: float | None = None) -> None:
         # the run's clock starts with the command (``started``: its perf_counter), else here
@@ -170,22 +172,6 @@ class Trainer(Persistence):
             return self.s.base_lr
         return self.s.base_lr * (1.0 - (1.0 - self.tc.min_lr_frac) * frac)
 
-    def validate(self) -> Evaluation:
-        self.averager.swap()
-        try:
-            # the task's evaluation reports progress (treelm.progress) as this loop does
-            with self.autocast(), progress.reporting(quiet=self.quiet,
-                                                     every=self.tc.progress_seconds):
-                ev = self.task.evaluate(self.model, "valid")
-                if self.trees is not None:      # logged with the scores by the "valid" event
-                    self.tree_f1 = self.trees.scores(
-                        self.model, self.task.vocab)  # type: ignore[attr-defined]
-        finally:
-            self.averager.swap()
-        if self.trees is not None:
-            self.say(f"  tree F1 on {self.trees.treebank}: {self.trees.describe(self.tree_f1)}")
-        return ev
-
     def _tick(self) -> float:
         """Add the wall time since the last tick to ``elapsed``; returns now. Every second of
         the process counts against ``max_minutes``, wherever the ticks fall."""
@@ -193,36 +179,6 @@ class Trainer(Persistence):
         self.s.elapsed += now - self._t_last
         self._t_last = now
         return now
-
-    def _validate(self) -> Evaluation:
-        """:meth:`validate`, timed: the time of the last validation budgets the final one."""
-        t0 = self._tick()
-        ev = self.validate()
-        self.s.valid_seconds = self._tick() - t0
-        if self.trees is not None:      # best-trees: the next checkpoint is this validation's
-            self.trees.validated(self.s, self.tree_f1)
-        return ev
-
-    def out_of_time(self) -> bool:
-        """True when the budget cannot hold another batch and the end of the run (the final
-        validation and its checkpoint): :mod:`treelm.train.budget`."""
-        tc, s = self.tc, self.s
-        reserve = budget.reserve_seconds(s.valid_seconds, self.save_seconds, self.batch_seconds)
-        return (bool(tc.max_minutes) and s.elapsed + reserve >= 60.0 * tc.max_minutes) or (
-            bool(tc.max_units) and s.tokens >= tc.max_units)
-
-    def _stop_on_budget(self) -> None:
-        """Record that the budget ended the run, and the limits then (a resume reads them)."""
-        tc, s = self.tc, self.s
-        s.stopped = "units" if tc.max_units and s.tokens >= tc.max_units else "minutes"
-        s.limits = budget.limits(tc)
-
-    def _improved(self, ev: Evaluation) -> bool:
-        if ev.badness < self.s.best:
-            self.s.best, self.s.best_scores = ev.badness, dict(ev.scores)
-            self.s.tree_best = self.trees.best_record(self.s, self.tree_f1) if self.trees else {}
-            return True
-        return False
 
     def train(self) -> dict[str, Any] | None:
         """Train to the end (epochs, budget or a stop request); the summary, or None when a
@@ -250,7 +206,7 @@ class Trainer(Persistence):
                          "validation inside train.max_minutes")
                 ev = self._validate()
                 self.event("valid", **ev.scores, **self.tree_f1, initial=True)
-                self.say(f"  {_scores(ev, 'valid')} at step {s.step} "
+                self.say(f"  {scores_line(ev, 'valid')} at step {s.step} "
                          f"({s.valid_seconds:.1f} s)")
                 if D.any_rank(self.out_of_time(), self.dist):
                     # no room to train and validate again: this validation is the final one
@@ -306,7 +262,7 @@ class Trainer(Persistence):
                 ev = self._validate()
                 improved = self._improved(ev)
                 self.event("valid", **ev.scores, **self.tree_f1, budget_end=True)
-                self.say(f"| {self._spent()} | {_scores(ev, 'valid')}")
+                self.say(f"| {self._spent()} | {scores_line(ev, 'valid')}")
                 self.save(best=improved)
                 return stop
             ev = self._validate()
@@ -327,7 +283,7 @@ class Trainer(Persistence):
                                    self.task.train_scores(tr_loss).items()) or \
                 f"train loss {tr_loss:.4f}"
             self.say(f"| epoch {s.epoch:3d} | {s.elapsed / 60:6.1f} min | {train_txt} | "
-                     f"{_scores(ev, 'valid')}" + (" | best" if improved else ""))
+                     f"{scores_line(ev, 'valid')}" + (" | best" if improved else ""))
             s.epoch += 1
             self.task.new_epoch()
             s.epoch_loss, s.epoch_units = 0.0, 0
@@ -340,12 +296,6 @@ class Trainer(Persistence):
             if ends:
                 return "budget"
         return None
-
-    def _spent(self) -> str:
-        s, tc = self.s, self.tc
-        if s.stopped == "units":
-            return f"budget of {tc.max_units:,} units reached"
-        return f"budget of {tc.max_minutes} min reached ({s.elapsed / 60:.2f} min)"
 
     def step(self, batch: Batch, lr: float) -> float:
         """One optimisation step on ``batch`` at rate ``lr``; returns the logged loss."""
@@ -404,7 +354,7 @@ class Trainer(Persistence):
                 if (by_time or by_units) and not D.any_rank(self.out_of_time(), self.dist):
                     ev = self._validate()
                     self.event("valid", **ev.scores, **self.tree_f1)
-                    self.say(f"  {_scores(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
+                    self.say(f"  {scores_line(ev, 'valid')} at {s.elapsed / 60:5.1f} min")
                     s.last_eval = s.elapsed
                     self._keep_trees(batch.last)
                 if D.any_rank(self.stop.signal is not None, self.dist):
@@ -420,11 +370,6 @@ class Trainer(Persistence):
         finally:
             progress.close()
         return None
-
-
-def _scores(ev: Evaluation, split: str) -> str:
-    return " | ".join(f"{split} {k} {v:.4f}" if k == "loss" else f"{split} {k} {v:8.2f}"
-                      for k, v in ev.scores.items())
 
 
 def train(cfg: dict[str, Any], run: Any, quiet: bool = False,
