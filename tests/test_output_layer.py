@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from treelm.models import build_model, optimizer_groups
+from treelm.nn import OUTPUT_LAYERS
 from treelm.nn.adaptive_softmax import AdaptiveSoftmax
-from treelm.nn.output import OUTPUT_KINDS, FullSoftmax, OutputLayer, output_class
+from treelm.nn.output import FullSoftmax, OutputLayer
 from treelm.train.optim import OLD_RATE_SCALE, RATE_SCALE, make_optimizer, set_lr
 
 V, D = 40, 12
@@ -26,7 +27,7 @@ def _layer(kind: str, tied: bool) -> OutputLayer:
     """A layer of ``kind`` in float64, every parameter random (biases too)."""
     torch.manual_seed(0)
     emb = torch.nn.Parameter(torch.randn(V, D, dtype=torch.float64) * 0.5) if tied else None
-    m = output_class(kind)(V, D, weight=emb, **OPTIONS[kind]).double()
+    m = OUTPUT_LAYERS[kind](V, D, weight=emb, **OPTIONS[kind]).double()
     with torch.no_grad():
         for p in m.parameters():
             p.copy_(torch.randn_like(p) * 0.5)
@@ -34,10 +35,9 @@ def _layer(kind: str, tied: bool) -> OutputLayer:
 
 
 def test_the_two_kinds_are_one_interface():
-    assert OUTPUT_KINDS == ("softmax", "adaptive")
-    assert output_class("softmax") is FullSoftmax and output_class("adaptive") is AdaptiveSoftmax
-    for kind in OUTPUT_KINDS:
-        cls = output_class(kind)
+    assert OUTPUT_LAYERS == {"softmax": FullSoftmax, "adaptive": AdaptiveSoftmax}
+    for kind in OUTPUT_LAYERS:
+        cls = OUTPUT_LAYERS[kind]
         assert issubclass(cls, OutputLayer) and not inspect.isabstract(cls)
         for name in METHODS:
             ours = inspect.signature(getattr(cls, name))
@@ -48,7 +48,7 @@ def test_the_two_kinds_are_one_interface():
 
 
 @pytest.mark.parametrize("tied", [True, False])
-@pytest.mark.parametrize("kind", OUTPUT_KINDS)
+@pytest.mark.parametrize("kind", list(OUTPUT_LAYERS))
 def test_each_kind_keeps_the_promises(kind, tied):
     m = _layer(kind, tied)
     h = torch.randn(2, 5, D, dtype=torch.float64) * 3

@@ -44,8 +44,9 @@ from torch import Tensor, nn
 from treelm.cells import State
 from treelm.config import parse_section
 from treelm.errors import ConfigError
+from treelm.nn import OUTPUT_LAYERS
 from treelm.nn.dropout import DROPOUT_RULES, Dropouts, DroppedEmbedding, dropouts, locked_dropout
-from treelm.nn.output import OUTPUT_KINDS, OutputLayer, output_class
+from treelm.nn.output import OutputLayer
 from treelm.nn.stack import RNNStack, StackOutput
 
 LEGACY_NAMES = {"decoder.": "head."}    # checkpoint key prefixes renamed since
@@ -72,7 +73,7 @@ class OutputOptions:
     #                                  wider than d)
     cluster_lr_scale: float = 1.0    # adaptive: the cluster logits' learning rate, × train.lr
 
-    RULES: ClassVar[dict[str, Any]] = {"kind": OUTPUT_KINDS, "cutoffs": ">= 1",
+    RULES: ClassVar[dict[str, Any]] = {"kind": tuple(OUTPUT_LAYERS), "cutoffs": ">= 1",
                                        "div_value": ">= 1", "cluster_lr_scale": "> 0"}
 
     @classmethod
@@ -94,7 +95,7 @@ class OutputOptions:
     def build(self, vocab_size: int, dim: int, weight: nn.Parameter | None) -> OutputLayer:
         """The layer of this kind over ``vocab_size`` words for features of size ``dim``, tied to
         ``weight`` where given, with the kind's options."""
-        layer = output_class(self.kind)
+        layer = OUTPUT_LAYERS[self.kind]
         return layer(vocab_size, dim, weight=weight,
                      **{k: getattr(self, k) for k in layer.OPTIONS})
 

@@ -14,7 +14,7 @@ For last-layer features h (..., d) over a vocabulary of V words, every output la
                          optimiser groups by :mod:`treelm.train.optim`
     weight               the word matrix (V, d): the embedding's Parameter when tied
 
-Two kinds (:data:`OUTPUT_KINDS`, the ``kind`` of the config's ``model.output``): the full
+Two kinds (:data:`treelm.nn.OUTPUT_LAYERS`, the ``kind`` of the config's ``model.output``): the full
 softmax :class:`FullSoftmax` (here: ``softmax(W h + b)``, the default) and the adaptive softmax
 :class:`~treelm.nn.adaptive_softmax.AdaptiveSoftmax` (an exact distribution whose rare words cost
 less). Each kind computes each of these as it did before the interface: the full softmax's
@@ -100,17 +100,6 @@ class FullSoftmax(nn.Linear, OutputLayer):
     def loss(self, h: Tensor, targets: Tensor) -> Tensor:
         # fused product and cross-entropy (treelm.nn.linear_ce): no (N, V) logits kept
         return linear_cross_entropy(h, self.weight, self.bias, targets)
-
-
-#: the kinds of ``model.output``: :func:`output_class` gives each one's class
-OUTPUT_KINDS = ("softmax", "adaptive")
-
-
-def output_class(kind: str) -> type[OutputLayer]:
-    """The class of the output layer ``kind`` (one of :data:`OUTPUT_KINDS`)."""
-    from treelm.nn.adaptive_softmax import AdaptiveSoftmax  # it imports this module
-
-    return {"softmax": FullSoftmax, "adaptive": AdaptiveSoftmax}[kind]
 
 
 def optimizer_groups(model: nn.Module) -> Groups:
