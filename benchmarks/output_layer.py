@@ -44,7 +44,7 @@ from step_profile import profile  # noqa: E402
 
 from treelm.config import apply_overrides, load_config  # noqa: E402
 from treelm.kernels import precision  # noqa: E402
-from treelm.models.lm import OutputLayer  # noqa: E402
+from treelm.models.lm import OutputOptions  # noqa: E402
 from treelm.nn.adaptive_softmax import AdaptiveSoftmax, tail_sizes, weights_first  # noqa: E402
 from treelm.nn.linear_ce import linear_cross_entropy  # noqa: E402
 from treelm.train.builders import build_task, pick_device, read_config  # noqa: E402
@@ -101,7 +101,7 @@ def onlstm_macs(sizes: list[int], chunk_size: int) -> float:
     return float(total)
 
 
-def flops(cfg: dict[str, Any], spec: OutputLayer, vocab: int, stream: torch.Tensor,
+def flops(cfg: dict[str, Any], spec: OutputOptions, vocab: int, stream: torch.Tensor,
           variants: list[list[int]]) -> dict[str, Any]:
     """The FLOPs section of the record (see the module docstring)."""
     model, train = cfg["model"], cfg["train"]
@@ -162,7 +162,7 @@ def _time(fn: Any, repeats: int, warmup: int, device: torch.device) -> list[floa
     return times
 
 
-def layer(cfg: dict[str, Any], spec: OutputLayer, vocab: int, stream: torch.Tensor,
+def layer(cfg: dict[str, Any], spec: OutputOptions, vocab: int, stream: torch.Tensor,
           repeats: int, warmup: int) -> dict[str, Any]:
     """Forward + backward of each output layer's loss on one batch's rows (module docstring)."""
     tc, config = read_config(cfg)
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     overrides = list(args.overrides)
     full_cfg = apply_overrides(load_config(args.full), overrides)
     cfg = apply_overrides(load_config(args.adaptive), overrides)
-    spec = OutputLayer.parse(cfg["model"].get("output"))
+    spec = OutputOptions.parse(cfg["model"].get("output"))
     if spec.kind != "adaptive":
         ap.error(f"{args.adaptive}: model.output.kind is not adaptive")
     _, config = read_config(cfg)

@@ -25,6 +25,7 @@ from treelm.errors import ConfigError
 from treelm.models import build_model, model_options
 from treelm.nn.adaptive_softmax import AdaptiveSoftmax, tail_sizes, weights_first
 from treelm.nn.linear_ce import linear_cross_entropy
+from treelm.nn.output import FullSoftmax
 from treelm.rundir.files import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,15 +213,18 @@ def test_weights_are_tied_to_the_embedding():
 
 
 def test_cluster_logits_step_at_their_scaled_rate():
-    """``cluster_lr_scale`` puts K and β in their own optimiser group whose rate is train.lr
-    times it, through every schedule change (``set_lr``); a model that scales nothing keeps one
-    group, so its optimiser state has the shape it always had."""
-    from treelm.train.optim import make_optimizer, set_lr
+    """``cluster_lr_scale`` puts K and β in their own optimiser group (the layer declares it:
+    ``optimizer_groups``) whose rate is train.lr times it, through every schedule change
+    (``set_lr``); a model that scales nothing keeps one group, so its optimiser state has the
+    shape it always had."""
+    from treelm.models import optimizer_groups
+    from treelm.train.optim import RATE_SCALE, make_optimizer, set_lr
 
     model = _lm({"kind": "adaptive", "cutoffs": [50], "cluster_lr_scale": 0.1})
     params = list(model.parameters())
-    opt = make_optimizer("ntasgd", params, lr=30.0, weight_decay=0.0)
-    assert [g["lr_scale"] for g in opt.param_groups] == [1.0, 0.1]
+    opt = make_optimizer("ntasgd", params, lr=30.0, weight_decay=0.0,
+                         scaled=optimizer_groups(model))
+    assert [g[RATE_SCALE] for g in opt.param_groups] == [1.0, 0.1]
     set_lr(opt, 20.0)
     assert [g["lr"] for g in opt.param_groups] == [20.0, pytest.approx(2.0)]
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -240,7 +244,7 @@ def test_the_full_softmax_stays_the_default_bit_for_bit():
     sa, sb = a.state_dict(), b.state_dict()
     assert list(sa) == list(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)
     assert {"head.weight", "head.bias"} <= set(sa)
-    assert isinstance(a.head, torch.nn.Linear)
+    assert isinstance(a.head, torch.nn.Linear) and isinstance(a.head, FullSoftmax)
 
 
 def test_lm_loss_and_logits_agree():
@@ -262,19 +266,24 @@ def test_lm_loss_and_logits_agree():
 def test_evaluation_reads_the_targets_not_the_full_log_probabilities(monkeypatch):
     """An adaptive LM is evaluated through ``target_nll`` (the head, and a tail only where its
     words are targets): the same mean cross-entropy as the full log-probabilities give, without
-    making them; the full softmax keeps its path."""
+    making them; the full softmax keeps its path (the cross-entropy of its logits)."""
     from treelm.tasks.lm import evaluate_stream
+
+    def from_logits(model):
+        return lambda h, y: F.cross_entropy(model.logits(h), y, reduction="sum")
 
     model = _lm({"kind": "adaptive", "cutoffs": [50, 120], "div_value": 2}).eval()
     data = torch.randint(0, 300, (400,))
     fast = evaluate_stream(model, data, batch_size=4, bptt=7, vocab_size=300, tokens=28)
-    monkeypatch.setattr(model, "target_nll", lambda h, y: None)
+    monkeypatch.setattr(model, "target_nll", from_logits(model))
     full = evaluate_stream(model, data, batch_size=4, bptt=7, vocab_size=300, tokens=28)
     assert fast == pytest.approx(full, rel=1e-6)
     monkeypatch.undo()
     monkeypatch.setattr(model, "logits", lambda h: pytest.fail("full log-probabilities made"))
     assert evaluate_stream(model, data, batch_size=4, bptt=7, vocab_size=300, tokens=28) == fast
-    assert _lm().target_nll(torch.randn(3, 16), torch.tensor([1, 2, 3])) is None
+    plain = _lm().eval()
+    h, y = torch.randn(3, 16), torch.tensor([1, 2, 3])
+    assert torch.equal(plain.target_nll(h, y), from_logits(plain)(h, y))
 
 
 @pytest.mark.parametrize("output,message", [
@@ -282,7 +291,7 @@ def test_evaluation_reads_the_targets_not_the_full_log_probabilities(monkeypatch
     ({"kind": "adaptive", "cutoffs": [400]}, "cutoffs must increase"),
     ({"kind": "adaptive", "cutoffs": [120, 50]}, "cutoffs must increase"),
     ({"kind": "adaptive"}, "needs cutoffs"),
-    ({"kind": "adaptive", "cutoffs": [50], "div_value": 0.5}, "div_value = 0.5: must be >= 1"),
+    ({"kind": "adaptive", "cutoffs": [50], "div_value": 0.5}, "div_value = 0.5: must be >= 1$"),
     ({"kind": "hierarchical"}, "model.output.kind"),
     ({"kind": "softmax", "cutoffs": [50]}, "for kind: adaptive"),
     ({"kind": "softmax", "cluster_lr_scale": 0.1}, "cluster_lr_scale is for kind: adaptive"),
@@ -295,6 +304,43 @@ def test_bad_output_options_are_one_line(output, message):
     if "cutoffs must" not in message:       # (the vocabulary's size is the data's)
         with pytest.raises(ConfigError, match=message):    # found before any data is read
             model_options({"type": "lm", "output": output})
+
+
+def test_div_value_rule_is_the_layers():
+    """``div_value`` >= 1 (a tail no wider than the features): the section's rule table, its
+    one-line error and the layer's own check say the same; 1 itself is taken by both."""
+    from treelm.models.lm import OutputOptions
+
+    assert OutputOptions.RULES["div_value"] == ">= 1"
+    one = OutputOptions.parse({"kind": "adaptive", "cutoffs": [50], "div_value": 1})
+    assert one.div_value == 1.0 and one.build(300, 16, None).sizes == [16]
+    with pytest.raises(ConfigError) as e:
+        OutputOptions.parse({"kind": "adaptive", "cutoffs": [50], "div_value": 0.99})
+    assert str(e.value) == "model.output.div_value = 0.99: must be >= 1"
+    with pytest.raises(ValueError, match="div_value must be >= 1"):
+        AdaptiveSoftmax(300, 16, [50], 0.99)
+
+
+def test_the_section_is_parsed_once(monkeypatch):
+    """``model.output`` is read once, where the ``model:`` section is checked: building the
+    model from the checked options parses nothing again."""
+    from treelm.models.lm import OutputOptions
+
+    calls = []
+    parse = OutputOptions.parse.__func__
+
+    def counted(cls, d):
+        calls.append(d)
+        return parse(cls, d)
+
+    monkeypatch.setattr(OutputOptions, "parse", classmethod(counted))
+    kind, options = model_options({"type": "lm", "sizes": [16, 20, 16],
+                                   "output": {"kind": "adaptive", "cutoffs": [50]}})
+    assert isinstance(options["output"], OutputOptions)
+    model = build_model({"type": kind, **options}, vocab_size=300)   # as train's builders do
+    assert isinstance(model.head, AdaptiveSoftmax)
+    assert [d for d in calls if not isinstance(d, OutputOptions)] == [
+        {"kind": "adaptive", "cutoffs": [50]}]
 
 
 def test_vocabulary_ids_are_in_frequency_order(root):

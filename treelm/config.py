@@ -283,7 +283,10 @@ def _check_rule(key: str, v: Any, rule: Any) -> None:
         ok = {"> 0": x > 0, ">= 0": x >= 0, ">= 1": x >= 1, "[0, 1)": 0 <= x < 1,
               "(0, 1]": 0 < x <= 1, "[0, 1]": 0 <= x <= 1}[rule]
         if not ok:
-            raise ConfigError(f"{key} = {v!r}: must be {_RULE_TEXT[rule]}")
+            want = _RULE_TEXT[rule]
+            if isinstance(x, float):    # ">= 1" of a float field: a number, not an integer
+                want = want.removeprefix("an integer ")
+            raise ConfigError(f"{key} = {v!r}: must be {want}")
 
 
 _RULE_TEXT = {"> 0": "> 0", ">= 0": ">= 0", ">= 1": "an integer >= 1" , "[0, 1)": "in [0, 1)",

@@ -14,6 +14,7 @@ from treelm.models.lm import RNNLM
 from treelm.models.pair import PairClassifier
 from treelm.models.rnn_attn import RNNAttention
 from treelm.models.tagger import Tagger
+from treelm.nn import output
 
 MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM, "tagger": Tagger, "convs2s": ConvS2S,
                                       "classifier": SequenceClassifier,
@@ -23,7 +24,8 @@ MODELS: dict[str, type[nn.Module]] = {"lm": RNNLM, "tagger": Tagger, "convs2s": 
 def model_options(spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The model type a ``model:`` section names and its options, checked against that model's
     signature and rules (unknown keys, types, ranges) without building anything: the sizes that
-    come from the data are not needed to find a typo."""
+    come from the data are not needed to find a typo. Nested sections come back parsed (RNNLM's
+    ``output``: :class:`~treelm.models.lm.OutputOptions`), so building reads them no more."""
     spec = dict(spec)
     kind = spec.pop("type", "lm")
     if kind not in MODELS:
@@ -32,7 +34,7 @@ def model_options(spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     options = check_kwargs(cls.__init__, spec, "model", getattr(cls, "RULES", None))
     check = getattr(cls, "check_options", None)     # nested sections (RNNLM's output)
     if check is not None:
-        check(options)
+        options = check(options)
     return kind, options
 
 
@@ -44,3 +46,10 @@ def build_model(spec: dict[str, Any], **dims: Any) -> nn.Module:
         return MODELS[kind](**dims, **options)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"bad model options for {kind!r}: {e}") from None
+
+
+def optimizer_groups(model: nn.Module) -> list[tuple[list[nn.Parameter], float]]:
+    """The parameters that ``model``'s layers declare a learning rate of their own for, as
+    ``[(parameters, scale)]``: stepped at the run's rate × scale (the adaptive softmax's cluster
+    logits; :meth:`treelm.nn.output.OutputLayer.optimizer_groups`). Empty for most models."""
+    return output.optimizer_groups(model)

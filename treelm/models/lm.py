@@ -8,7 +8,9 @@
 
 or, with ``output: {kind: adaptive, cutoffs: [...], div_value: 4}``, the adaptive softmax of
 :mod:`treelm.nn.adaptive_softmax` (an exact distribution whose rare words cost less; tied to E
-the same way). The default, ``kind: softmax``, is the full softmax above.
+the same way). The default, ``kind: softmax``, is the full softmax above. Either is an
+:class:`~treelm.nn.output.OutputLayer`, built from the section (:class:`OutputOptions`) and used
+through that interface alone.
 
 tokens: (T, B) int64 -> logits (T, B, V). ``embedding: onehot`` feeds one-hot vectors (fixed
 identity embedding) as in Sutskever et al.'s character models; then ``sizes[0]`` must be V.
@@ -17,12 +19,14 @@ What other packages use (no one reaches into the attributes):
 
 * ``forward(tokens, states)`` -> :class:`LMOutput` (training: logits plus what AR/TAR need);
   ``forward(tokens, states, targets)`` computes the mean cross-entropy against ``targets`` with
-  the output layer instead of the logits (:mod:`treelm.nn.linear_ce`: no (T, B, V) tensor);
+  the output layer's ``loss`` instead of the logits (no (T, B, V) tensor);
 * ``features(tokens, states)`` -> :class:`~treelm.nn.stack.StackOutput`: embedding and recurrent
   stack only, per-layer outputs and cell ``aux`` (ON-LSTM levels ``df``/``di``), no output layer;
 * ``logits(h)`` -> the output layer ``W_o h + b_o`` applied to last-layer features (with the
   adaptive softmax: the log-probabilities ``log p(w)``, logits whose softmax is the model's
   distribution, so every consumer of logits reads them unchanged);
+* ``target_nll(h, targets)`` -> Σ −log p(target) over rows of last-layer features (evaluation:
+  the output layer's own sum, e.g. the adaptive softmax's without the full log-probabilities);
 * ``start(batch)`` / ``step(tokens, state)`` -> incremental decoding (:mod:`treelm.decode`);
 * ``layer_cells()`` -> the cells of the stack, in order (layer 1 first).
 
@@ -40,9 +44,9 @@ from torch import Tensor, nn
 from treelm.cells import State
 from treelm.config import parse_section
 from treelm.errors import ConfigError
-from treelm.nn.adaptive_softmax import AdaptiveSoftmax
+from treelm.nn import OUTPUT_LAYERS
 from treelm.nn.dropout import DROPOUT_RULES, Dropouts, DroppedEmbedding, dropouts, locked_dropout
-from treelm.nn.linear_ce import linear_cross_entropy
+from treelm.nn.output import OutputLayer
 from treelm.nn.stack import RNNStack, StackOutput
 
 LEGACY_NAMES = {"decoder.": "head."}    # checkpoint key prefixes renamed since
@@ -59,31 +63,41 @@ class LMOutput:
 
 
 @dataclass
-class OutputLayer:
-    """The ``model.output`` section: the full softmax (default) or an adaptive one."""
+class OutputOptions:
+    """The ``model.output`` section, read once (:meth:`parse`): the full softmax (default) or an
+    adaptive one (:mod:`treelm.nn.output`)."""
 
     kind: str = "softmax"            # softmax | adaptive (treelm.nn.adaptive_softmax)
     cutoffs: list[int] = field(default_factory=list)    # adaptive: head words, cluster bounds
-    div_value: float = 4.0           # adaptive: tail c projects to d / div_value^c
+    div_value: float = 4.0           # adaptive: tail c projects to d / div_value^c (>= 1: never
+    #                                  wider than d)
     cluster_lr_scale: float = 1.0    # adaptive: the cluster logits' learning rate, × train.lr
 
-    RULES: ClassVar[dict[str, Any]] = {"kind": ("softmax", "adaptive"), "cutoffs": ">= 1",
-                                       "div_value": "> 0", "cluster_lr_scale": "> 0"}
+    RULES: ClassVar[dict[str, Any]] = {"kind": tuple(OUTPUT_LAYERS), "cutoffs": ">= 1",
+                                       "div_value": ">= 1", "cluster_lr_scale": "> 0"}
 
     @classmethod
-    def parse(cls, d: dict[str, Any] | None) -> OutputLayer:
-        """The section checked (unknown keys, types, choices), one-line errors."""
-        spec: OutputLayer = parse_section(cls, d, "model.output")
+    def parse(cls, d: OutputOptions | dict[str, Any] | None) -> OutputOptions:
+        """The section checked (unknown keys, types, the rules, which keys go with which kind),
+        one-line errors; a section parsed already is returned as it is."""
+        if isinstance(d, OutputOptions):
+            return d
+        spec: OutputOptions = parse_section(cls, d, "model.output")
         if spec.kind == "softmax" and spec.cutoffs:
             raise ConfigError("model.output.cutoffs are for kind: adaptive")
         if spec.kind == "adaptive" and not spec.cutoffs:
             raise ConfigError("model.output.cutoffs: an adaptive softmax needs cutoffs, "
                               "e.g. [2000]")
-        if spec.div_value < 1:
-            raise ConfigError(f"model.output.div_value = {spec.div_value}: must be >= 1")
         if spec.kind == "softmax" and spec.cluster_lr_scale != 1.0:
             raise ConfigError("model.output.cluster_lr_scale is for kind: adaptive")
         return spec
+
+    def build(self, vocab_size: int, dim: int, weight: nn.Parameter | None) -> OutputLayer:
+        """The layer of this kind over ``vocab_size`` words for features of size ``dim``, tied to
+        ``weight`` where given, with the kind's options."""
+        layer = OUTPUT_LAYERS[self.kind]
+        return layer(vocab_size, dim, weight=weight,
+                     **{k: getattr(self, k) for k in layer.OPTIONS})
 
 
 class RNNLM(nn.Module):
@@ -98,11 +112,11 @@ class RNNLM(nn.Module):
         tie_weights: bool = True,
         embedding: str = "learned",
         cell_options: dict[str, Any] | None = None,
-        output: dict[str, Any] | None = None,
+        output: OutputOptions | dict[str, Any] | None = None,
         **drop: Unpack[Dropouts],
     ) -> None:
         super().__init__()
-        spec = OutputLayer.parse(output)
+        spec = OutputOptions.parse(output)
         sizes = list(sizes or [400, 1150, 1150, 400])
         p = dropouts(drop)
         self.vocab_size = vocab_size
@@ -122,27 +136,19 @@ class RNNLM(nn.Module):
                 "tie_weights needs a learned embedding whose size equals the last layer's "
                 f"output size (got embedding {sizes[0]}, output {self.rnn.output_size})"
             )
-        self.head: nn.Linear | AdaptiveSoftmax
-        if spec.kind == "adaptive":
-            self.head = AdaptiveSoftmax(vocab_size, self.rnn.output_size, spec.cutoffs,
-                                        spec.div_value,
-                                        self.embedding.weight if tie_weights else None,
-                                        cluster_lr_scale=spec.cluster_lr_scale)
-        else:
-            self.head = nn.Linear(self.rnn.output_size, vocab_size)
-            nn.init.zeros_(self.head.bias)
-            if tie_weights:
-                self.head.weight = self.embedding.weight
-            else:
-                nn.init.uniform_(self.head.weight, -0.1, 0.1)
+        self.head: OutputLayer = spec.build(vocab_size, self.rnn.output_size,
+                                            self.embedding.weight if tie_weights else None)
 
         self.register_load_state_dict_pre_hook(_rename_legacy_keys)
 
     @staticmethod
-    def check_options(options: dict[str, Any]) -> None:
-        """The checks of the ``model:`` section that need no data
-        (:func:`treelm.models.model_options`, before any corpus is read)."""
-        OutputLayer.parse(options.get("output"))
+    def check_options(options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` with their nested section ``output`` parsed (:class:`OutputOptions`):
+        the checks of the ``model:`` section that need no data
+        (:func:`treelm.models.model_options`, before any corpus is read), done once."""
+        if "output" not in options:
+            return options
+        return {**options, "output": OutputOptions.parse(options["output"])}
 
     def embed(self, tokens: Tensor) -> Tensor:
         return self.eye[tokens] if self.onehot else self.embedding(tokens)
@@ -153,15 +159,11 @@ class RNNLM(nn.Module):
     def logits(self, h: Tensor) -> Tensor:
         return self.head(h)     # the adaptive softmax's forward: its log-probabilities
 
-    def target_nll(self, h: Tensor, targets: Tensor) -> Tensor | None:
-        """Σ −log p(target | h) over the rows of ``h`` (N, d), where the output layer gives it
-        for less than the full log-probabilities: the adaptive softmax runs its head on every
-        row and a tail only on the rows whose target is in it (3-4x less work at the tree
-        config, and no (N, V) tensor). None for the full softmax: evaluation then reads
-        :meth:`logits`, as it always has (its figures unchanged)."""
-        if isinstance(self.head, AdaptiveSoftmax):
-            return self.head.loss(h, targets) * h.size(0)
-        return None
+    def target_nll(self, h: Tensor, targets: Tensor) -> Tensor:
+        """Σ −log p(target | h) over the rows of ``h`` (N, d), float32 at least: the output
+        layer's own (:meth:`treelm.nn.output.OutputLayer.target_nll`; the adaptive softmax's
+        runs a tail only on the rows whose target is in it, and makes no (N, V) tensor)."""
+        return self.head.target_nll(h, targets)
 
     def forward(self, tokens: Tensor, states: list[State] | None = None,
                 targets: Tensor | None = None) -> LMOutput:
@@ -170,10 +172,7 @@ class RNNLM(nn.Module):
         if targets is None:
             return LMOutput(self.head(dropped), out.states, out.raw, dropped, out.aux)
         flat = dropped.reshape(-1, dropped.size(-1))
-        if isinstance(self.head, AdaptiveSoftmax):
-            nll = self.head.loss(flat, targets.reshape(-1))
-        else:
-            nll = linear_cross_entropy(flat, self.head.weight, self.head.bias, targets.reshape(-1))
+        nll = self.head.loss(flat, targets.reshape(-1))
         return LMOutput(None, out.states, out.raw, dropped, out.aux, nll)
 
     def layer_cells(self) -> list[nn.Module]:

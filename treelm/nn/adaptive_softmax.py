@@ -26,13 +26,15 @@ count on the training split; in a language model's corpus ``<eos>`` and ``<unk>`
 most frequent words anyway), so no permutation is needed. Any order gives the same exact
 distribution, only a slower one.
 
-Training (:meth:`AdaptiveSoftmax.loss`) runs the head on every row and tail c only on the rows
-whose target is in V_c, each through :func:`treelm.nn.linear_ce.linear_cross_entropy` (the fused
-product + softmax cross-entropy: no logits kept beyond its gradient buffer), so no (N, V) tensor
-is made. Which rows those are depends on the data (``nonzero``: a host sync on CUDA, and shapes
-that change from batch to batch, so this layer is not for CUDA-graph capture). The full
-log-probabilities (:meth:`AdaptiveSoftmax.log_probs`, the model's ``logits``: evaluation,
-generation, probes) compute every tail on every row.
+Training (:meth:`AdaptiveSoftmax.loss`) and evaluation (:meth:`AdaptiveSoftmax.target_nll`, the
+same sum) run the head on every row and tail c only on the rows whose target is in V_c, each
+through :func:`treelm.nn.linear_ce.linear_cross_entropy` (the fused product + softmax
+cross-entropy: no logits kept beyond its gradient buffer), so no (N, V) tensor is made. Which
+rows those are depends on the data (``nonzero``: a host sync on CUDA, and shapes that change
+from batch to batch, so this layer is not for CUDA-graph capture). The full log-probabilities
+(:meth:`AdaptiveSoftmax.log_probs`, also its forward: the model's ``logits``, for generation and
+probes) compute every tail on every row. The layer is one kind of
+:class:`treelm.nn.output.OutputLayer`.
 
 The cluster logits' rate. A cluster logit carries the whole probability mass of its words (13%
 of PTB's training tokens for the one tail below): under SGD its bias steps by η (p(c) − f(c))
@@ -40,8 +42,9 @@ where f(c) is the batch's share of tail targets, whereas in the full softmax tha
 through |V_c| biases, each by its own word's small share. At the tree recipe's η = 30 one β
 swings by several nats from batch to batch and the whole model trains worse (the first look of
 ``studies/trees-output.yaml``). ``cluster_lr_scale`` (``model.output``) gives K and β their own
-optimiser group at η × scale (``lr_scale``, :mod:`treelm.train.optim`); 1 leaves them at η,
-as for an adaptive optimiser such as Adam, which normalises each step anyway.
+optimiser group at η × scale (:meth:`AdaptiveSoftmax.optimizer_groups`, made a group by
+:mod:`treelm.train.optim`); 1 leaves them at η, as for an adaptive optimiser such as Adam, which
+normalises each step anyway.
 
 FLOPs (multiply-adds × 2; forward + backward = 3 × forward, each product's two gradients). Per
 token, with N rows in the batch and f_c the fraction of targets in V_c:
@@ -70,6 +73,7 @@ from torch import Tensor, nn
 
 from treelm.kernels.precision import up
 from treelm.nn.linear_ce import linear_cross_entropy
+from treelm.nn.output import Groups, OutputLayer
 
 
 def tail_sizes(dim: int, n_clusters: int, div_value: float) -> list[int]:
@@ -84,10 +88,13 @@ def weights_first(rows: int, words: int, dim: int, small: int) -> bool:
     return words * small * (dim + rows) <= rows * dim * (words + small)
 
 
-class AdaptiveSoftmax(nn.Module):
+class AdaptiveSoftmax(OutputLayer):
     """The output layer of the module docstring for hidden states of size ``dim`` over
     ``vocab_size`` words, split at ``cutoffs`` (increasing, each in (0, V)). ``weight``: the
-    word matrix E (V, dim) to tie to (the embedding's Parameter), else the layer's own."""
+    word matrix E (V, dim) to tie to (the embedding's Parameter), else the layer's own.
+    ``div_value`` >= 1: a tail is never wider than the features it projects."""
+
+    OPTIONS = ("cutoffs", "div_value", "cluster_lr_scale")
 
     def __init__(self, vocab_size: int, dim: int, cutoffs: list[int], div_value: float = 4.0,
                  weight: nn.Parameter | None = None, cluster_lr_scale: float = 1.0) -> None:
@@ -100,6 +107,8 @@ class AdaptiveSoftmax(nn.Module):
                              f"(the vocabulary's size), got {cutoffs}")
         if div_value < 1:
             raise ValueError(f"div_value must be >= 1, got {div_value}")
+        if cluster_lr_scale <= 0:
+            raise ValueError(f"cluster_lr_scale must be > 0, got {cluster_lr_scale}")
         if weight is not None and tuple(weight.shape) != (vocab_size, dim):
             raise ValueError(f"the tied weight has shape {tuple(weight.shape)}, expected "
                              f"({vocab_size}, {dim})")
@@ -115,10 +124,9 @@ class AdaptiveSoftmax(nn.Module):
         self.bias = nn.Parameter(torch.zeros(vocab_size))
         self.cluster_weight = nn.Parameter(torch.empty(n_clusters, dim).uniform_(-0.1, 0.1))
         self.cluster_bias = nn.Parameter(torch.zeros(n_clusters))
-        # the trainer's rate for K and β is train.lr × this (treelm.train.optim.LR_SCALE): see
-        # "Training" in the module docstring
-        for p in (self.cluster_weight, self.cluster_bias):
-            p.lr_scale = cluster_lr_scale
+        # the trainer's rate for K and β is train.lr × this (optimizer_groups): see "The
+        # cluster logits' rate" in the module docstring
+        self.cluster_lr_scale = cluster_lr_scale
         self.tail_in = nn.ParameterList()       # P_c (d_c, d)
         self.tail_out = nn.ParameterList()      # R_c (d, d_c)
         for small in self.sizes:
@@ -132,6 +140,10 @@ class AdaptiveSoftmax(nn.Module):
     def extra_repr(self) -> str:
         return (f"vocab={self.vocab_size}, dim={self.dim}, cutoffs={self.cutoffs}, "
                 f"div_value={self.div_value}, tail sizes={self.sizes}")
+
+    def optimizer_groups(self) -> Groups:
+        """K and β at the run's rate × ``cluster_lr_scale`` (one group with the rest at 1)."""
+        return [([self.cluster_weight, self.cluster_bias], self.cluster_lr_scale)]
 
     # ------------------------------------------------------------------ pieces
     def pieces(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
@@ -164,7 +176,7 @@ class AdaptiveSoftmax(nn.Module):
             return u, up(torch.mm(words, self.tail_out[c]))
         return up(F.linear(u, self.tail_out[c])), words
 
-    # ------------------------------------------------------------------ the two uses
+    # ------------------------------------------------------------------ the uses
     def loss(self, h: Tensor, target: Tensor) -> Tensor:
         """Mean −log p(target) over the rows of ``h`` (N, d), ``target`` (N,), without any
         (N, V) tensor: the head on every row, tail c on the rows whose target is in V_c."""
@@ -189,6 +201,12 @@ class AdaptiveSoftmax(nn.Module):
             t = target.index_select(0, rows) - self.bounds[c]
             total = total + linear_cross_entropy(a, m, biases[c + 1], t) * rows.numel()
         return total / n
+
+    def target_nll(self, h: Tensor, target: Tensor) -> Tensor:
+        """Σ −log p(target) over the rows of ``h`` (N, d): :meth:`loss` × N (evaluation: the
+        head on every row, a tail only on the rows whose target is in it, 3-4x less work than
+        :meth:`log_probs` at the tree config)."""
+        return self.loss(h, target) * h.size(0)
 
     def log_probs(self, h: Tensor) -> Tensor:
         """log p(w) for every word w: (..., d) -> (..., V), float32 at least."""

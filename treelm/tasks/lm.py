@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.cells import State
@@ -91,10 +90,10 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
     """Mean cross-entropy per token (nats) over the whole stream ``data`` (N,).
 
     ``data`` is cut into ``batch_size`` columns (:func:`batchify`) read top to bottom with the
-    state carried, ``max(bptt, tokens // batch_size)`` rows per pass; the output layer and the
-    cross-entropy run on blocks of at most :data:`EVAL_LOGITS` logits (``vocab_size`` V per
-    token), on every thread, or, where the model's ``target_nll`` gives −log p(y) without them
-    (the adaptive softmax), on that; a recurrence of small steps on one
+    state carried, ``max(bptt, tokens // batch_size)`` rows per pass; the output layer's
+    −log p(y) (the model's ``target_nll``: the full softmax's cross-entropy of its logits, or a
+    layer's own sum that makes no logits) runs on blocks of rows of at most :data:`EVAL_LOGITS`
+    logits (``vocab_size`` V per token), on every thread; a recurrence of small steps on one
     (:func:`~treelm.threads.recurrence_threads`). Losses are summed in float64. Progress
     on stderr (:class:`treelm.progress.Ticker`, as ``what``). A ``batch_size`` too large for
     ``data`` is refused in one line naming ``key`` (:func:`~treelm.data.batching.batchify`)."""
@@ -105,7 +104,6 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
     total = torch.zeros((), dtype=torch.float64, device=device)
     states = None
     n = max(0, source.size(0) - 1)                    # rows that have a next token
-    target_nll = getattr(model, "target_nll", None)
     was_training = model.training
     model.eval()
     try:
@@ -118,14 +116,7 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
                 h = out.out.reshape(-1, out.out.size(-1))
                 y = y.reshape(-1)
                 for lo in range(0, h.size(0), block):
-                    # the output layer's own −log p(y) where it has one (adaptive softmax)
-                    nll = target_nll(h[lo:lo + block], y[lo:lo + block]) if target_nll else None
-                    if nll is not None:
-                        total += nll.double()
-                        continue
-                    logits = model.logits(h[lo:lo + block])      # float32 at least
-                    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-                    total += F.cross_entropy(logits, y[lo:lo + block], reduction="sum").double()
+                    total += model.target_nll(h[lo:lo + block], y[lo:lo + block]).double()
                 tick.update(y.numel())
     finally:
         model.train(was_training)

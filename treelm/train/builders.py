@@ -15,7 +15,7 @@ from torch import nn
 
 from treelm.data.treebank import TREEBANK_NAMES
 from treelm.errors import ConfigError
-from treelm.models import build_model
+from treelm.models import build_model, optimizer_groups
 from treelm.rundir.files import RunFiles
 from treelm.tasks import RunConfig, Task, check_renamed, read_run_config, task_class
 from treelm.train.config import TrainConfig
@@ -71,7 +71,7 @@ def build_task_model(config: RunConfig, task: Task) -> nn.Module:
 def build_optimizer(tc: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Averager]:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(tc.optimizer, params, tc.lr, tc.weight_decay, tc.momentum,
-                               tc.nesterov)
+                               tc.nesterov, scaled=optimizer_groups(model))
     return optimizer, Averager(params, tc.nonmono)
 
 

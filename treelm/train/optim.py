@@ -9,52 +9,81 @@ NT-ASGD runs plain SGD until the validation loss fails to improve on the best of
 ``nonmono`` evaluations; from then on it keeps the running average of the iterates
 ``x̄ = (1/(k−T+1)) Σ_{i=T..k} x_i`` (ASGD with λ = 0, t0 = 0), which is used for evaluation and saved
 as the model. ``swap()`` exchanges the live weights with the averages and back.
+
+Rates of their own. A layer may declare parameters whose step at the run's rate would be too
+long (the adaptive softmax's cluster logits: :meth:`treelm.nn.output.OutputLayer.optimizer_groups`,
+gathered by :func:`treelm.models.optimizer_groups`) as ``[(parameters, scale)]``; they go into
+optimiser groups of their own whose rate is the run's × scale (:func:`param_groups`,
+:func:`set_lr`), so ``train.lr`` and its schedule stay one number.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
 OPTIMIZERS = ("sgd", "ntasgd", "adam")
-#: a Parameter's attribute that scales its learning rate: a module sets ``p.lr_scale = s`` for a
-#: parameter whose step at the run's rate would be too long (the adaptive softmax's cluster
-#: logits: :mod:`treelm.nn.adaptive_softmax`); ``train.lr`` and its schedule stay one number
-LR_SCALE = "lr_scale"
+#: an optimiser group's key: the group's rate is the run's times this
+RATE_SCALE = "rate_scale"
+#: the same key as checkpoints written before it was renamed hold it
+OLD_RATE_SCALE = "lr_scale"
+
+#: declared rates: ``[(parameters, scale)]`` (:func:`treelm.models.optimizer_groups`)
+Scaled = Sequence[tuple[Sequence[nn.Parameter], float]]
 
 
-def param_groups(params: list[nn.Parameter]) -> list[dict[str, Any]]:
-    """``params`` grouped by their ``lr_scale`` (1 where unset), in first-seen order: one group,
-    as before, for a model that scales nothing, so its optimiser state keeps its shape."""
+def param_groups(params: list[nn.Parameter], scaled: Scaled = ()) -> list[dict[str, Any]]:
+    """``params`` grouped by their scale (from ``scaled``, 1 for the others), in first-seen
+    order: one group for a model that scales nothing (or scales by 1), so its optimiser state
+    keeps its shape, and the scale-1 group first wherever the model's first parameter is in it."""
+    scale = {id(p): float(s) for ps, s in scaled for p in ps}
     groups: dict[float, list[nn.Parameter]] = {}
     for p in params:
-        groups.setdefault(float(getattr(p, LR_SCALE, 1.0)), []).append(p)
-    return [{"params": ps, LR_SCALE: scale} for scale, ps in groups.items()]
+        groups.setdefault(scale.get(id(p), 1.0), []).append(p)
+    return [{"params": ps, RATE_SCALE: s} for s, ps in groups.items()]
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Every group's rate: ``lr`` times the group's scale."""
     for g in optimizer.param_groups:
-        g["lr"] = lr * g.get(LR_SCALE, 1.0)
+        g["lr"] = lr * g[RATE_SCALE]
+
+
+def _declared_scales(optimizer: torch.optim.Optimizer,
+                     state: dict[str, Any]) -> dict[str, Any] | None:
+    """A saved optimiser state whose groups take this optimiser's scales (the model's, as its
+    config declares them): a state saved before the key was :data:`RATE_SCALE` (or before groups
+    had a scale) loads to the same rates. A state of another number of groups is left to
+    ``load_state_dict`` to refuse."""
+    saved = state["param_groups"]
+    if len(saved) != len(optimizer.param_groups):
+        return None
+    groups = [{**{k: v for k, v in g.items() if k != OLD_RATE_SCALE}, RATE_SCALE: ours[RATE_SCALE]}
+              for g, ours in zip(saved, optimizer.param_groups)]
+    return {**state, "param_groups": groups}
 
 
 def _scaled(optimizer: torch.optim.Optimizer, lr: float) -> torch.optim.Optimizer:
     set_lr(optimizer, lr)
+    optimizer.register_load_state_dict_pre_hook(_declared_scales)
     return optimizer
 
 
 def make_optimizer(name: str, params: list[nn.Parameter], lr: float, weight_decay: float,
-                   momentum: float = 0.0, nesterov: bool = False) -> torch.optim.Optimizer:
+                   momentum: float = 0.0, nesterov: bool = False,
+                   scaled: Scaled = ()) -> torch.optim.Optimizer:
     """``momentum`` / ``nesterov`` apply to ``sgd`` only (NT-ASGD averages plain SGD iterates).
-    Parameters with an ``lr_scale`` get their own group (:func:`param_groups`); the rate given
-    here and by :func:`set_lr` is the unscaled one."""
+    The parameters of ``scaled`` (``[(parameters, scale)]``, as a model's layers declare them)
+    get groups of their own (:func:`param_groups`); the rate given here and by :func:`set_lr` is
+    the unscaled one."""
     if (momentum or nesterov) and name != "sgd":
         raise ValueError(f"momentum and nesterov are options of sgd, not of {name}")
     if nesterov and momentum <= 0:
         raise ValueError("nesterov needs momentum > 0")
-    groups = param_groups(params)
+    groups = param_groups(params, scaled)
     if name == "sgd":
         return _scaled(torch.optim.SGD(groups, lr=lr, weight_decay=weight_decay,
                                        momentum=momentum, nesterov=nesterov), lr)
