@@ -9,10 +9,9 @@ counted from the shapes, tokens/s of the layer alone, and tokens/s of the whole 
   forward: each product's two operand gradients), per token of a training batch of
   ``batch_size × bptt`` rows, at the adaptive config's cutoffs and at each ``--cutoffs`` variant;
   the fraction of targets in each tail cluster is counted on the task's training stream, and
-  the adaptive tail takes the order of products the layer would
-  (:func:`treelm.nn.adaptive_softmax.weights_first`). The ON-LSTM stack's FLOPs beside them
-  (G = 4H + 2L gate rows per layer) give the whole step's. ``tests/test_adaptive_softmax.py``
-  checks these formulas against ``torch.utils.flop_counter`` on the layer itself.
+  each layer counts its own (:meth:`treelm.nn.output.OutputLayer.loss_macs`, held to
+  ``torch.utils.flop_counter`` by ``tests/test_output_layer.py``). The ON-LSTM stack's FLOPs
+  beside them (G = 4H + 2L gate rows per layer) give the whole step's.
 * **The layer alone** (``layer``): forward + backward of the loss on random hidden states of the
   full config's batch (``batch_size × bptt`` rows, width of its last layer), the targets a window
   of the training stream (its real share of rare words), in the precision the run would take
@@ -45,8 +44,9 @@ from step_profile import profile  # noqa: E402
 from treelm.config import apply_overrides, load_config  # noqa: E402
 from treelm.kernels import precision  # noqa: E402
 from treelm.models.lm import OutputOptions  # noqa: E402
-from treelm.nn.adaptive_softmax import AdaptiveSoftmax, tail_sizes, weights_first  # noqa: E402
+from treelm.nn.adaptive_softmax import AdaptiveSoftmax  # noqa: E402
 from treelm.nn.linear_ce import linear_cross_entropy  # noqa: E402
+from treelm.nn.output import FullSoftmax  # noqa: E402
 from treelm.train.builders import build_task, pick_device, read_config  # noqa: E402
 
 FULL = "configs/ptb-onlstm-trees-softmax.yaml"
@@ -54,44 +54,6 @@ ADAPTIVE = "configs/ptb-onlstm-trees.yaml"
 
 
 # ---------------------------------------------------------------------------- FLOPs, analytic
-
-def full_macs(vocab: int, dim: int) -> float:
-    """Multiply-adds per token of the full softmax's forward: the (V, d) product."""
-    return float(vocab * dim)
-
-
-def adaptive_macs(vocab: int, dim: int, cutoffs: list[int], div_value: float,
-                  fractions: list[float], rows: float) -> dict[str, float]:
-    """Multiply-adds per token of the adaptive loss's forward, by part, for ``rows`` rows of which
-    ``fractions[c]`` have their target in tail c (the module docstring's formula)."""
-    bounds = [*cutoffs, vocab]
-    parts = {"head": float((cutoffs[0] + len(cutoffs)) * dim)}
-    for c, (small, f) in enumerate(zip(tail_sizes(dim, len(cutoffs), div_value), fractions)):
-        words, n = bounds[c + 1] - bounds[c], f * rows
-        part = f * dim * small                                    # u = P_c h
-        if n == 0:
-            pass
-        elif weights_first(round(n), words, dim, small):
-            part += words * dim * small / rows + f * words * small   # W_c = E R_c, W_c u
-        else:
-            part += f * (dim * small + words * dim)                  # R_c u, E (R_c u)
-        parts[f"tail{c + 1}"] = part
-    return parts
-
-
-def log_prob_macs(vocab: int, dim: int, cutoffs: list[int], div_value: float,
-                  rows: int) -> float:
-    """Multiply-adds per token of the full log-probabilities' forward (every tail on every row:
-    evaluation, generation), ``rows`` rows at once."""
-    bounds = [*cutoffs, vocab]
-    total = float((cutoffs[0] + len(cutoffs)) * dim)
-    for c, small in enumerate(tail_sizes(dim, len(cutoffs), div_value)):
-        words = bounds[c + 1] - bounds[c]
-        total += dim * small + (words * small * (dim + rows) / rows
-                                if weights_first(rows, words, dim, small)
-                                else dim * small + words * dim)
-    return total
-
 
 def onlstm_macs(sizes: list[int], chunk_size: int) -> float:
     """Multiply-adds per token of an ON-LSTM stack's forward: per layer G (I + H), G = 4H + 2L."""
@@ -103,33 +65,33 @@ def onlstm_macs(sizes: list[int], chunk_size: int) -> float:
 
 def flops(cfg: dict[str, Any], spec: OutputOptions, vocab: int, stream: torch.Tensor,
           variants: list[list[int]]) -> dict[str, Any]:
-    """The FLOPs section of the record (see the module docstring)."""
+    """The FLOPs section of the record (see the module docstring): each layer's own count
+    (:meth:`treelm.nn.output.OutputLayer.loss_macs`)."""
     model, train = cfg["model"], cfg["train"]
     dim = model["sizes"][-1]
     rows = train.get("batch_size", 20) * train.get("bptt", 70)
-    counts = torch.bincount(stream, minlength=vocab).double()
     stack = None
     if model.get("cell") == "onlstm":
         stack = onlstm_macs(model["sizes"], model.get("cell_options", {}).get("chunk_size", 10))
-    full = full_macs(vocab, dim)
+    with torch.random.fork_rng(devices=[]):     # the layers' initial draws leave no trace
+        full = sum(FullSoftmax(vocab, dim).loss_macs(rows).values())
+        layers = [AdaptiveSoftmax(vocab, dim, cutoffs, spec.div_value) for cutoffs
+                  in [spec.cutoffs, *[v for v in variants if v != spec.cutoffs]]]
     out: dict[str, Any] = {
         "rows_per_batch": rows, "dim": dim, "vocab": vocab, "div_value": spec.div_value,
         "full": {"forward_mflop": _m(2 * full), "train_mflop": _m(6 * full)},
         "stack_train_mflop": None if stack is None else _m(6 * stack), "adaptive": []}
-    for cutoffs in [spec.cutoffs, *[v for v in variants if v != spec.cutoffs]]:
-        bounds = [*cutoffs, vocab]
-        fractions = [float(counts[bounds[c]:bounds[c + 1]].sum() / counts.sum())
-                     for c in range(len(cutoffs))]
-        parts = adaptive_macs(vocab, dim, cutoffs, spec.div_value, fractions, rows)
+    for layer in layers:
+        fractions = layer.tail_fractions(stream)
+        parts = layer.loss_macs(rows, fractions)
         macs = sum(parts.values())
         row: dict[str, Any] = {
-            "cutoffs": cutoffs, "tail_sizes": tail_sizes(dim, len(cutoffs), spec.div_value),
+            "cutoffs": layer.cutoffs, "tail_sizes": layer.sizes,
             "tail_fractions": [round(f, 4) for f in fractions],
             "head_fraction": round(1 - sum(fractions), 4),
             "forward_mflop": _m(2 * macs), "train_mflop": _m(6 * macs),
             "train_mflop_by_part": {k: _m(6 * v) for k, v in parts.items()},
-            "log_probs_forward_mflop": _m(2 * log_prob_macs(vocab, dim, cutoffs,
-                                                            spec.div_value, rows)),
+            "log_probs_forward_mflop": _m(2 * layer.log_probs_macs(rows)),
             "output_layer_ratio": round(full / macs, 3)}
         if stack is not None:
             row["step_train_mflop"] = _m(6 * (stack + macs))

@@ -1,9 +1,10 @@
 """The output layers' one interface (treelm/nn/output.py): the full and the adaptive softmax
 have the same methods and keep the same promises (log-probabilities that sum to one, −log p of
 the target equal to the gathered log-probabilities, the mean loss equal to their mean, logits
-whose softmax is the distribution); the optimiser's groups come from what the layer declares,
-not from attributes on Parameters; and an optimiser state saved before the groups' key was
-renamed resumes at the same rates."""
+whose softmax is the distribution); each counts its own multiply-adds as
+``torch.utils.flop_counter`` and a count by hand do; the optimiser's groups come from what the
+layer declares, not from attributes on Parameters; and an optimiser state saved before the
+groups' key was renamed resumes at the same rates."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from treelm.nn.output import FullSoftmax, OutputLayer
 from treelm.train.optim import OLD_RATE_SCALE, RATE_SCALE, make_optimizer, set_lr
 
 V, D = 40, 12
-METHODS = ("forward", "log_probs", "target_nll", "loss", "optimizer_groups")
+METHODS = ("forward", "log_probs", "target_nll", "loss", "optimizer_groups", "loss_macs",
+           "log_probs_macs")
 OPTIONS = {"softmax": {}, "adaptive": {"cutoffs": [8, 20], "div_value": 2.0}}
 
 
@@ -63,6 +65,56 @@ def test_each_kind_keeps_the_promises(kind, tied):
     torch.testing.assert_close(m.target_nll(rows, y), gathered.sum(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(m.loss(rows, y), gathered.mean(), rtol=1e-12, atol=1e-12)
     assert (m.weight is not None) and tuple(m.weight.shape) == (V, D)
+
+
+@pytest.mark.parametrize("kind", list(OUTPUT_LAYERS))
+def test_the_counts_of_multiply_adds_are_the_flop_counters(kind):
+    """``loss_macs`` and ``log_probs_macs`` are what ``torch.utils.flop_counter`` counts on the
+    layer itself (2 FLOPs a multiply-add; forward + backward of the loss: 3 × the forward)."""
+    # imported here, not at collection: it imports triton, which must first see the Triton
+    # interpreter's TRITON_INTERPRET=1 that tests/test_kernels_onlstm.py sets when collected
+    from torch.utils.flop_counter import FlopCounterMode
+
+    v, d, n = 3000, 64, 700
+    torch.manual_seed(0)
+    emb = torch.nn.Parameter(torch.randn(v, d) * 0.1)
+    options = {"softmax": {}, "adaptive": {"cutoffs": [300, 1200], "div_value": 4.0}}[kind]
+    m = OUTPUT_LAYERS[kind](v, d, weight=emb, **options)
+    y = torch.randint(0, v, (n,))
+    y[:400] = torch.randint(0, 300, (400,))
+    h = torch.randn(n, d, requires_grad=True)
+    fractions = m.tail_fractions(y) if kind == "adaptive" else ()
+
+    def counted(fn) -> int:
+        with FlopCounterMode(display=False) as fc:
+            fn()
+        return fc.get_total_flops()
+
+    assert counted(lambda: m.loss(h, y).backward()) == pytest.approx(
+        6 * n * sum(m.loss_macs(n, fractions).values()), rel=1e-12)
+    with torch.no_grad():
+        assert counted(lambda: m.log_probs(h)) == pytest.approx(2 * n * m.log_probs_macs(n),
+                                                                rel=1e-12)
+
+
+def test_the_counts_by_hand():
+    """V 40, d 12, cutoffs [8, 20], div 2: head (8 + 2) · 12 = 120; tails of 12 and 20 words,
+    d_c 6 and 3. On 10 rows a tail is cheaper hidden first, f (d d_c) + f (d d_c + |V_c| d);
+    on 1000 rows weights first, f d d_c + |V_c| d d_c / N + f |V_c| d_c."""
+    full = FullSoftmax(V, D)
+    assert full.loss_macs(10) == {"softmax": 480.0} and full.log_probs_macs(1) == 480.0
+    m = AdaptiveSoftmax(V, D, [8, 20], div_value=2.0)
+    y = torch.tensor([0, 7, 8, 19, 20, 39, 3, 25, 12, 1])
+    assert m.tail_fractions(y) == [0.3, 0.3]
+    assert m.loss_macs(10, [0.3, 0.2]) == pytest.approx(
+        {"head": 120, "tail1": 0.3 * 72 + 0.3 * (72 + 144), "tail2": 0.2 * 36 + 0.2 * (36 + 240)})
+    assert m.loss_macs(1000, [0.3, 0.2]) == pytest.approx(
+        {"head": 120, "tail1": 0.3 * 72 + 12 * 72 / 1000 + 0.3 * 72,
+         "tail2": 0.2 * 36 + 20 * 36 / 1000 + 0.2 * 60})
+    assert m.loss_macs(10, [0.0, 0.0]) == {"head": 120.0, "tail1": 0.0, "tail2": 0.0}
+    assert m.log_probs_macs(1) == 120 + (72 + 72 + 144) + (36 + 36 + 240)
+    with pytest.raises(ValueError, match="one fraction per tail"):
+        m.loss_macs(10, [0.3])
 
 
 def test_the_full_softmax_is_the_linear_layer_it_was():

@@ -58,7 +58,8 @@ z_c = E[V_c] (R_c u_c), costing n (|V_c| d + d d_c) instead of |V_c| d_c (d + n)
 cheaper order is chosen per call (:func:`weights_first`): the same numbers up to rounding. At the
 tree config (d = 400, V = 10,000, N ≈ 20 × 70) with cutoffs [2000] and div 4 (d_1 = 100; 13% of
 PTB's training tokens fall in the tail), the training layer is ≈ 6.8 MFLOP per token against
-24 (``benchmarks/output_layer.py`` counts it from the shapes and PTB's counts).
+24 (:meth:`AdaptiveSoftmax.loss_macs` counts it from the shapes, ``benchmarks/output_layer.py``
+with PTB's counts).
 
 Precision: under bfloat16 autocast every product takes bfloat16 operands and is brought back to
 float32 (:func:`treelm.kernels.precision.up`) before anything else touches it; softmaxes, biases,
@@ -66,6 +67,8 @@ losses and log-probabilities are float32 (float64 for float64 inputs).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -227,3 +230,43 @@ class AdaptiveSoftmax(OutputLayer):
 
     def forward(self, h: Tensor) -> Tensor:
         return self.log_probs(h)
+
+    # ------------------------------------------------------------------ the cost
+    def tail_fractions(self, targets: Tensor) -> list[float]:
+        """The share of ``targets`` in each tail V_c (the f_c of the module docstring)."""
+        cluster = torch.bucketize(targets, self.cut.to(targets.device), right=True)
+        counts = torch.bincount(cluster, minlength=len(self.bounds)).double()
+        return [float(counts[c + 1] / targets.numel()) for c in range(len(self.cutoffs))]
+
+    def loss_macs(self, rows: int, fractions: Sequence[float] = ()) -> dict[str, float]:
+        """Multiply-adds per token of :meth:`loss`'s forward on ``rows`` rows of which the
+        share ``fractions[c]`` have their target in tail c (:meth:`tail_fractions`), by part
+        (``head``, ``tail1``, …), each tail in the order of products the layer takes for its
+        rows (the module docstring's formula, FLOPs = 2 × these)."""
+        if len(fractions) != len(self.cutoffs):
+            raise ValueError(f"loss_macs: one fraction per tail ({len(self.cutoffs)}), got "
+                             f"{len(fractions)}")
+        d = self.dim
+        parts = {"head": float((self.cutoffs[0] + len(self.cutoffs)) * d)}
+        for c, (small, f) in enumerate(zip(self.sizes, fractions)):
+            words, n = self.bounds[c + 1] - self.bounds[c], f * rows
+            part = f * d * small                                      # u = P_c h
+            if n == 0:
+                pass
+            elif self._first(c, round(n)):
+                part += words * d * small / rows + f * words * small   # W_c = E R_c, W_c u
+            else:
+                part += f * (d * small + words * d)                    # R_c u, E (R_c u)
+            parts[f"tail{c + 1}"] = part
+        return parts
+
+    def log_probs_macs(self, rows: int) -> float:
+        """Multiply-adds per token of :meth:`log_probs` on ``rows`` rows at once: every tail on
+        every row (evaluation of every word, generation)."""
+        d = self.dim
+        total = float((self.cutoffs[0] + len(self.cutoffs)) * d)
+        for c, small in enumerate(self.sizes):
+            words = self.bounds[c + 1] - self.bounds[c]
+            total += d * small + (words * small * (d + rows) / rows if self._first(c, rows)
+                                  else d * small + words * d)
+        return total

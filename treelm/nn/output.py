@@ -12,6 +12,9 @@ For last-layer features h (..., d) over a vocabulary of V words, every output la
     optimizer_groups()   [(parameters, scale)]: parameters whose learning rate is the run's
                          times ``scale`` (every other parameter: the run's rate), turned into
                          optimiser groups by :mod:`treelm.train.optim`
+    loss_macs(N, f)      multiply-adds per token of ``loss``'s forward on N rows, by part
+                         (f: the share of targets in each part taken only for its own targets)
+    log_probs_macs(N)    the same for ``log_probs`` on N rows at once
     weight               the word matrix (V, d): the embedding's Parameter when tied
 
 Two kinds (:data:`treelm.nn.OUTPUT_LAYERS`, the ``kind`` of the config's ``model.output``): the full
@@ -22,11 +25,17 @@ training loss is :func:`~treelm.nn.linear_ce.linear_cross_entropy` of its weight
 evaluation the cross-entropy of its logits; the adaptive softmax's are its own (:meth:`loss`).
 The full softmax is an ``nn.Linear`` (its parameters ``weight``, ``bias``, made and initialised
 as that class does), so checkpoints keep their names and a seed its draws.
+
+The counts of multiply-adds are the products' alone, from the shapes: FLOPs are twice as many,
+and forward + backward three times the forward (each product's two operand gradients);
+``benchmarks/output_layer.py`` records them, and ``tests/test_output_layer.py`` holds them to
+``torch.utils.flop_counter`` and to a count by hand.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
@@ -66,6 +75,15 @@ class OutputLayer(nn.Module, abc.ABC):
         """The parameters whose rate is the run's times a scale, with it; none by default."""
         return []
 
+    @abc.abstractmethod
+    def loss_macs(self, rows: int, fractions: Sequence[float] = ()) -> dict[str, float]:
+        """Multiply-adds per token of :meth:`loss`'s forward on ``rows`` rows, by part;
+        ``fractions``: the share of the targets in each part that only its own targets take."""
+
+    @abc.abstractmethod
+    def log_probs_macs(self, rows: int) -> float:
+        """Multiply-adds per token of :meth:`log_probs` on ``rows`` rows at once."""
+
 
 class FullSoftmax(nn.Linear, OutputLayer):
     """p(· | h) = softmax(W h + b) over ``vocab_size`` words for features of size ``dim``; W tied
@@ -100,6 +118,13 @@ class FullSoftmax(nn.Linear, OutputLayer):
     def loss(self, h: Tensor, targets: Tensor) -> Tensor:
         # fused product and cross-entropy (treelm.nn.linear_ce): no (N, V) logits kept
         return linear_cross_entropy(h, self.weight, self.bias, targets)
+
+    def loss_macs(self, rows: int, fractions: Sequence[float] = ()) -> dict[str, float]:
+        """The (V, d) product, whatever the rows: ``{"softmax": V d}``."""
+        return {"softmax": self.log_probs_macs(rows)}
+
+    def log_probs_macs(self, rows: int) -> float:
+        return float(self.out_features * self.in_features)
 
 
 def optimizer_groups(model: nn.Module) -> Groups:
