@@ -28,14 +28,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from common import write_result  # noqa: E402
+from common import time_runs, write_result  # noqa: E402
 
 
 def sources_of(lengths: list[int], k: int, seed: int) -> list[list[object]]:
@@ -49,12 +48,7 @@ def sources_of(lengths: list[int], k: int, seed: int) -> list[list[object]]:
 def best_time(sources: list[list[object]], rounds: int) -> float:
     from treelm.syntax.average import average_trees
 
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        average_trees(sources)
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return min(time_runs(lambda: average_trees(sources), 0, rounds))
 
 
 def main(argv: list[str] | None = None) -> int:

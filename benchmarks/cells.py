@@ -53,7 +53,6 @@ import os
 import shlex
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,6 +68,7 @@ from common import (  # noqa: E402
     isa_record,
     lscpu,
     machine_info,
+    time_runs,
 )
 
 from treelm import omp  # noqa: E402
@@ -114,39 +114,11 @@ def _onlstm(impl: str, **options: Any) -> Maker:
 
 
 def _other_cells() -> dict[str, Maker]:
-    """Cells other than ON-LSTM that ``treelm.cells`` provides: its registry (a ``registry``
-    module or the ``CELLS`` table) when there is one, else the classes of the known modules."""
-    classes: dict[str, type] = {}
-    for mod_name in ("treelm.cells.registry", "treelm.cells"):
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError:
-            continue
-        for attr in ("CELLS", "REGISTRY"):
-            table = getattr(mod, attr, None)
-            if isinstance(table, dict):
-                classes = {str(k): v for k, v in table.items() if isinstance(v, type)}
-                break
-        if classes:
-            break
-    if not classes:
-        from treelm.cells.base import Cell
+    """The cells other than ON-LSTM of :data:`treelm.cells.CELLS`, by their names there."""
+    from treelm.cells import CELLS
 
-        for mod_name in ("elman", "jordan", "lstm", "gru", "mrnn", "tensor"):
-            try:
-                mod = importlib.import_module(f"treelm.cells.{mod_name}")
-            except ImportError:
-                continue
-            for obj in vars(mod).values():
-                if (isinstance(obj, type) and issubclass(obj, Cell) and obj is not Cell
-                        and obj.__module__ == mod.__name__):
-                    classes[obj.__name__.lower()] = obj
-    makers = {}
-    for name, cls in classes.items():
-        if cls.__name__ == "ONLSTM":
-            continue
-        makers[f"treelm.{name}"] = lambda size, device, cls=cls: _treelm_cell(cls, size, device)
-    return makers
+    return {f"treelm.{name}": lambda size, device, cls=cls: _treelm_cell(cls, size, device)
+            for name, cls in CELLS.items() if cls.__name__ != "ONLSTM"}
 
 
 def _official(path: Path) -> Maker:
@@ -222,6 +194,23 @@ def _gemm_floor(gates: Callable[[dict[str, int]], int]) -> Maker:
     return make
 
 
+#: the record's ratios (per size and mode, where ``onlstm.fused``, ``onlstm.reference`` and
+#: ``nn.LSTM`` all ran): name -> (model, model it is over), kept where both ran; the floor's
+#: is the most any exact rewrite could gain, the graphs' are ``--device cuda``'s
+RATIOS = {
+    "fused_over_reference": ("onlstm.fused", "onlstm.reference"),
+    "fused_over_nn_lstm": ("onlstm.fused", "nn.LSTM"),
+    "fused_over_fused_python": ("onlstm.fused", "onlstm.fused-python"),
+    "fused_python_over_nn_lstm": ("onlstm.fused-python", "nn.LSTM"),
+    "floor_over_reference": ("gemm-floor.onlstm", "onlstm.reference"),
+    "fused_over_floor": ("onlstm.fused", "gemm-floor.onlstm"),
+    "graphs_over_nn_lstm": ("onlstm.fused-graphs", "nn.LSTM"),
+    "graphs_over_fused": ("onlstm.fused-graphs", "onlstm.fused"),
+    "fused_over_official": ("onlstm.fused", "onlstm.official"),
+    "official_over_nn_lstm": ("onlstm.official", "nn.LSTM"),
+}
+
+
 def models(official: Path | None = None, device: torch.device = CPU) -> dict[str, Maker]:
     found = {
         "nn.LSTM": _lstm,
@@ -241,37 +230,6 @@ def models(official: Path | None = None, device: torch.device = CPU) -> dict[str
 
 
 # --------------------------------------------------------------------------------- measuring
-
-def _time(fn: Callable[[], None], warmup: int, repeats: int,
-          device: torch.device = CPU) -> list[float]:
-    """Seconds per run: wall clock on the CPU, CUDA events on a GPU (see the module docstring)."""
-    for _ in range(warmup):
-        fn()
-    if device.type == "cuda":
-        return _time_cuda(fn, repeats, device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-def _time_cuda(fn: Callable[[], None], repeats: int, device: torch.device) -> list[float]:
-    """Each run between two events on the current stream; the device synchronised first (the
-    warm-up's work done) and after each run (its end event reached)."""
-    torch.cuda.synchronize(device)
-    times = []
-    for _ in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize(device)
-        times.append(start.elapsed_time(end) / 1e3)     # ms -> s
-    return times
-
 
 def measure(
     make: Maker,
@@ -299,7 +257,7 @@ def measure(
     result: dict[str, Any] = {}
     for mode, fn in (("train", train), ("inference", infer)):
         gemm.clear_decisions()
-        ts = _time(fn, warmup, repeats, device)
+        ts = time_runs(fn, warmup, repeats, device, events=True)
         med = statistics.median(ts)
         result[mode] = {
             "tokens_per_s": tokens / med,
@@ -371,31 +329,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         by = {r["model"]: r for r in results if r["size"] == size_name and "error" not in r}
         if {"onlstm.fused", "onlstm.reference", "nn.LSTM"} <= by.keys():
             for mode in ("train", "inference"):
-                fused = by["onlstm.fused"][mode]["tokens_per_s"]
                 ratios[f"{size_name}.{mode}"] = {
-                    "fused_over_reference": fused / by["onlstm.reference"][mode]["tokens_per_s"],
-                    "fused_over_nn_lstm": fused / by["nn.LSTM"][mode]["tokens_per_s"],
-                }
-                if "onlstm.fused-python" in by:
-                    py = by["onlstm.fused-python"][mode]["tokens_per_s"]
-                    ratios[f"{size_name}.{mode}"].update(
-                        fused_over_fused_python=fused / py,
-                        fused_python_over_nn_lstm=py / by["nn.LSTM"][mode]["tokens_per_s"])
-                if "gemm-floor.onlstm" in by:   # the most any exact rewrite could gain
-                    floor = by["gemm-floor.onlstm"][mode]["tokens_per_s"]
-                    ratios[f"{size_name}.{mode}"].update(
-                        floor_over_reference=floor / by["onlstm.reference"][mode]["tokens_per_s"],
-                        fused_over_floor=fused / floor)
-                if "onlstm.fused-graphs" in by:     # --device cuda only
-                    graphs = by["onlstm.fused-graphs"][mode]["tokens_per_s"]
-                    ratios[f"{size_name}.{mode}"].update(
-                        graphs_over_nn_lstm=graphs / by["nn.LSTM"][mode]["tokens_per_s"],
-                        graphs_over_fused=graphs / fused)
-                if "onlstm.official" in by:
-                    off = by["onlstm.official"][mode]["tokens_per_s"]
-                    ratios[f"{size_name}.{mode}"].update(
-                        fused_over_official=fused / off,
-                        official_over_nn_lstm=off / by["nn.LSTM"][mode]["tokens_per_s"])
+                    name: by[a][mode]["tokens_per_s"] / by[b][mode]["tokens_per_s"]
+                    for name, (a, b) in RATIOS.items() if a in by and b in by}
     report = {
         "command": shlex.join([sys.executable, *sys.argv] if argv is None else ["cells.py", *argv]),
         "date": _dt.datetime.now().isoformat(timespec="seconds"),

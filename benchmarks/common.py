@@ -1,5 +1,7 @@
 """What every benchmark records next to its figures: the machine, the command, the date; and where
-it writes them (``benchmarks/results/<script>-<YYYYMMDD>.json``)."""
+it writes them (``benchmarks/results/<script>-<YYYYMMDD>.json``). Also what several of them time
+alike: runs of a function (:func:`time_runs`) and a trainer's batches without end
+(:func:`endless`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import re
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +201,48 @@ def onednn_isa() -> str | None:
         return None
     found = re.search(r"^onednn_verbose,.*,isa:(.*)$", r.stdout, re.M)
     return found.group(1).strip() if found else None
+
+
+# ------------------------------------------------------------------------------ timing
+
+def sync(device: torch.device | str) -> None:
+    """Wait for the work queued on a GPU (the CPU runs it as it is called: nothing to wait for)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_runs(fn: Callable[[], object], warmup: int, repeats: int,
+              device: torch.device | str = "cpu", events: bool = False) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` after ``warmup`` untimed ones: wall clock,
+    a GPU synchronised before and after each call; with ``events`` on a GPU, each call between
+    two CUDA events on the current stream (the device synchronised first, the warm-up's work
+    done, and after each call, its end event reached)."""
+    for _ in range(warmup):
+        fn()
+    on_events = events and torch.device(device).type == "cuda"
+    if on_events:
+        torch.cuda.synchronize(device)
+    times = []
+    for _ in range(repeats):
+        if on_events:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(end) / 1e3)     # ms -> s
+            continue
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def endless(tr: Any) -> Iterator[Any]:
+    """A trainer's batches epoch after epoch (a GPU runs through a PTB epoch in seconds)."""
+    while True:
+        yield from tr.task.batches()
+        tr.task.new_epoch()

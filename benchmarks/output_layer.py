@@ -32,13 +32,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
-from common import result_path, write_result  # noqa: E402
+from common import result_path, time_runs, write_result  # noqa: E402
 from step_profile import profile  # noqa: E402
 
 from treelm.config import apply_overrides, load_config  # noqa: E402
@@ -109,21 +108,6 @@ def _m(flop: float) -> float:
 
 # -------------------------------------------------------------------------- the layer, timed
 
-def _time(fn: Any, repeats: int, warmup: int, device: torch.device) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t)
-    return times
-
-
 def layer(cfg: dict[str, Any], spec: OutputOptions, vocab: int, stream: torch.Tensor,
           repeats: int, warmup: int) -> dict[str, Any]:
     """Forward + backward of each output layer's loss on one batch's rows (module docstring)."""
@@ -159,7 +143,7 @@ def layer(cfg: dict[str, Any], spec: OutputOptions, vocab: int, stream: torch.Te
                                "threads": torch.get_num_threads()}
     for name, fn in (("full", lambda: linear_cross_entropy(h, emb, bias, target)),
                      ("adaptive", lambda: adaptive.loss(h, target))):
-        times = _time(run(fn), repeats, warmup, device)
+        times = time_runs(run(fn), warmup, repeats, device)
         med = statistics.median(times)
         results[name] = {"ms_median": round(1e3 * med, 3), "ms_min": round(1e3 * min(times), 3),
                          "tokens_per_s": round(rows / med, 1), "repeats": repeats}

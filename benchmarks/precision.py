@@ -40,33 +40,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
-from common import result_path, write_result  # noqa: E402
+from common import endless, result_path, sync, time_runs, write_result  # noqa: E402
 
 from treelm.config import apply_overrides, load_config  # noqa: E402
 from treelm.kernels import precision  # noqa: E402
 from treelm.rundir.files import RunFiles, read_metrics  # noqa: E402
-from treelm.tasks.base import Batch  # noqa: E402
 from treelm.train import step_probe  # noqa: E402
 from treelm.train.trainer import Trainer  # noqa: E402
 
 CONFIGS = ["configs/ptb-onlstm-cpu.yaml", "configs/ptb-lstm-cpu.yaml"]
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def endless(tr: Trainer) -> Iterator[Batch]:
-    """The trainer's batches epoch after epoch (a GPU runs through a PTB epoch in seconds)."""
-    while True:
-        yield from tr.task.batches()
-        tr.task.new_epoch()
 
 
 def graph_stats(net: torch.nn.Module) -> dict[str, int] | None:
@@ -108,7 +94,7 @@ def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: i
         for r in range(rounds):
             for prec in (precs if r % 2 == 0 else precs[::-1]):
                 tr, d = trainers[prec], done[prec]
-                _sync(device)
+                sync(device)
                 units, n, t0 = 0, 0, time.perf_counter()
                 while (d["batches"] + n < max_batches
                        and time.perf_counter() - t0 < seconds / rounds):
@@ -116,7 +102,7 @@ def speeds(config: str, precs: list[str], seconds: float, rounds: int, warmup: i
                     tr.step(batch, tr.tc.lr)
                     units += batch.size
                     n += 1
-                _sync(device)
+                sync(device)
                 dt = time.perf_counter() - t0
                 d["units"] += units
                 d["batches"] += n
@@ -165,14 +151,8 @@ def products(repeats: int = 10, device: str = "cpu") -> dict[str, dict]:
         for dtype in (torch.float32, torch.bfloat16):
             a = torch.randn(m, k, dtype=dtype, device=device)
             b = torch.randn(k, n, dtype=dtype, device=device)
-            times = []
-            for _ in range(repeats + 1):
-                _sync(device)
-                t0 = time.perf_counter()
-                torch.mm(a, b)
-                _sync(device)
-                times.append(time.perf_counter() - t0)
-            ms[str(dtype).removeprefix("torch.")] = round(1e3 * min(times[1:]), 3)
+            best = min(time_runs(lambda a=a, b=b: torch.mm(a, b), 1, repeats, device))
+            ms[str(dtype).removeprefix("torch.")] = round(1e3 * best, 3)
         out[name] = {"shape": [m, k, n], "ms": ms,
                      "bf16_over_fp32": round(ms["float32"] / ms["bfloat16"], 2)}
     return out

@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
-from common import result_path, write_result  # noqa: E402
+from common import endless, result_path, write_result  # noqa: E402
 from torch import nn  # noqa: E402
 
 from treelm.config import apply_overrides, load_config  # noqa: E402
@@ -79,12 +79,7 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
         tr = Trainer(cfg, RunFiles(Path(tmp) / "run"), quiet=True)
         tr.net.train()
 
-        def batches() -> Any:
-            while True:
-                yield from tr.task.batches()
-                tr.task.new_epoch()
-
-        it = batches()
+        it = endless(tr)
         for _ in range(warmup):
             tr.step(next(it), tr.tc.lr)
         acc: dict[str, float] = defaultdict(float)
