@@ -82,14 +82,14 @@ def launch(args: argparse.Namespace, out: Path, env: dict[str, str],
 
 def trial(args: argparse.Namespace, tmp: Path, env: dict[str, str], extra: Sequence[str],
           n: int) -> list[Any]:
-    """``n`` trainings started together; their speeds."""
+    """``n`` trainings started together (``study_throughput.py``'s too); their speeds."""
     runs = [tmp / f"run{i}" for i in range(n)]
     for r in runs:
         shutil.rmtree(r, ignore_errors=True)
     procs = [launch(args, r, env, extra) for r in runs]
     codes = [p.wait() for p in procs]
     if any(codes):
-        raise SystemExit(f"side_by_side.py: a training failed (exit codes {codes})")
+        raise SystemExit(f"{Path(sys.argv[0]).name}: a training failed (exit codes {codes})")
     return [speed(r) for r in runs]
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import ISA_PROXIES, isa_environment, isa_record, machine_info, write_result  # noqa: E402
-from side_by_side import launch, speed  # noqa: E402
+from side_by_side import trial  # noqa: E402
 
 
 def parse_plan(text: str) -> tuple[int, int]:
@@ -40,19 +39,6 @@ def parse_plan(text: str) -> tuple[int, int]:
     if not (n.isdigit() and t.isdigit() and int(n) >= 1 and int(t) >= 1):
         raise argparse.ArgumentTypeError(f"a plan is NxT (runs x threads), got {text!r}")
     return int(n), int(t)
-
-
-def trial(args: argparse.Namespace, tmp: Path, n: int, threads: int) -> list[dict[str, Any]]:
-    """``n`` trainings started together on ``threads`` threads each; their speeds."""
-    runs = [tmp / f"run{i}" for i in range(n)]
-    for r in runs:
-        shutil.rmtree(r, ignore_errors=True)
-    env = {"OMP_NUM_THREADS": str(threads)}
-    procs = [launch(args, r, env, (f"train.threads={threads}",)) for r in runs]
-    codes = [p.wait() for p in procs]
-    if any(codes):
-        raise SystemExit(f"study_throughput.py: a training failed (exit codes {codes})")
-    return [speed(r) for r in runs]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -78,7 +64,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="study_throughput-") as d:
         for rnd in range(args.rounds):
             for n, t in args.plans:
-                runs = trial(args, Path(d), n, t)
+                runs = trial(args, Path(d), {"OMP_NUM_THREADS": str(t)},
+                             (f"train.threads={t}",), n)
                 entry = plans.setdefault(f"{n}x{t}", {"runs_at_once": n, "threads": t,
                                                       "rounds": []})
                 entry["rounds"].append([r["tok_s"] for r in runs])
