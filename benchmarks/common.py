@@ -131,16 +131,18 @@ def result_path(script: str) -> Path:
 
 
 def write_result(script: str, data: dict[str, Any], merge_key: str | None = None,
-                 path: Path | None = None, echo: bool = True) -> dict[str, Any]:
+                 path: Path | None = None, echo: bool = True,
+                 folder: str = "benchmarks") -> dict[str, Any]:
     """Write ``data`` with machine and command to the dated results file (or ``path``), print it
-    unless ``echo`` is false, and return the record written.
+    unless ``echo`` is false, and return the record written. ``folder``: where the script lives
+    (``tools/``'s checks write their records here too).
 
     With ``merge_key``, entries of ``data[merge_key]`` (a dict) are merged into an existing file of
     the same day, so that configs measured by separate invocations end up in one record.
     """
     path = path or result_path(script)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"script": f"benchmarks/{script}.py", "date": today(), "command": command_line(),
+    record = {"script": f"{folder}/{script}.py", "date": today(), "command": command_line(),
               "machine": machine_info(), **data}
     if merge_key and path.exists():
         old = json.loads(path.read_text())

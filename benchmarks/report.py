@@ -391,7 +391,7 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
                                  "mean_words", "n_sentences", "batch_size"])
     if (r := newest("kill_resume", results)):
         lines += simple_section("SIGKILL at random moments, then resume "
-                                "(`benchmarks/kill_resume.py`)", *r,
+                                "(`tools/kill_resume.py`)", *r,
                                 ["config", "trials", "loadable", "identical",
                                  "kills_in_checkpoint_writes", "kills_in_cleanup",
                                  "kills_in_log_writes"])

@@ -1,7 +1,7 @@
 """Do two runs of the same config compute the same thing? Loss curves step by step, validation
 scores, speed and (optionally) the final weights.
 
-    .venv/bin/python benchmarks/compare_runs.py --name NAME RUN_A RUN_B [--weights]
+    .venv/bin/python tools/compare_runs.py --name NAME RUN_A RUN_B [--weights]
         [--note TEXT]
 
 Used for changes that must not change behaviour (two commits trained with the same seed and a
@@ -11,6 +11,9 @@ every step both runs validated, tokens/s (tokens over the run's own training clo
 ``--weights`` the last checkpoint's weights bit for bit (a run must have ended at the same step).
 
 Writes ``benchmarks/results/compare_runs-<YYYYMMDD>.json``, entries merged by ``--name``.
+
+It lives in ``tools/``, not ``benchmarks/``: it checks that two runs compute alike and measures
+no speed; its record goes where the benchmarks' go (``benchmarks/common.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from common import write_result  # noqa: E402
 
 from treelm.rundir.files import read_metrics  # noqa: E402
@@ -71,7 +74,8 @@ def main() -> None:
     entry = compare(args.run_a, args.run_b, args.weights)
     if args.note:
         entry["note"] = args.note
-    write_result("compare_runs", {"entries": {args.name: entry}}, merge_key="entries")
+    write_result("compare_runs", {"entries": {args.name: entry}}, merge_key="entries",
+                 folder="tools")
 
 
 if __name__ == "__main__":

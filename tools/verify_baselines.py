@@ -15,10 +15,13 @@ The naive side shares no code with ``treelm.syntax`` / ``treelm.data.treebank``:
 
 Usage::
 
-    NLTK_DATA=/work/shared/data/nltk_data python benchmarks/verify_baselines.py [--max-len 10]
+    NLTK_DATA=/work/shared/data/nltk_data python tools/verify_baselines.py [--max-len 10]
         [--treebank nltk|FILE|DIR] [--seeds 5]
 
 Prints one JSON object with both sets of numbers and exits 1 if they differ by > 1e-6.
+
+It lives in ``tools/``, not ``benchmarks/``: it checks scores and measures no speed; its record
+goes where the benchmarks' go (``benchmarks/common.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
 from common import write_result  # noqa: E402
 
 WORDS = set(
@@ -207,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         "agree": ok,
     }
     key = f"{args.treebank} max_len={args.max_len}"
-    write_result("verify_baselines", {"checks": {key: report}}, merge_key="checks")
+    write_result("verify_baselines", {"checks": {key: report}}, merge_key="checks",
+                 folder="tools")
     return 0 if ok else 1
 
 

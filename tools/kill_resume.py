@@ -1,7 +1,7 @@
 """Fault injection: SIGKILL a training at many random moments, resume each, compare with one run.
 
-    nice -n 5 python benchmarks/kill_resume.py --trials 50 --seed 0
-    python benchmarks/kill_resume.py --config configs/tiny-logic.yaml --trials 20
+    nice -n 5 python tools/kill_resume.py --trials 50 --seed 0
+    python tools/kill_resume.py --config configs/tiny-logic.yaml --trials 20
 
 Trains ``--config`` (default ``configs/tiny-lm.yaml``, seconds) once straight through: the
 reference. Then, ``--trials`` times, trains it again from the same seed, kills it with SIGKILL (no
@@ -37,6 +37,10 @@ each.
 
 The record (``benchmarks/results/kill_resume-<YYYYMMDD>.json``) has the counts and every trial.
 Run directories live in a temporary folder; a failing trial's is kept and named in the record.
+
+It lives in ``tools/``, not ``benchmarks/``: it checks that a killed training resumes whole and
+the same and measures no speed; its record goes where the benchmarks' go
+(``benchmarks/common.py``), and ``benchmarks/report.py`` renders it.
 """
 
 from __future__ import annotations
@@ -54,10 +58,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 from common import write_result  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 TREELM = [sys.executable, "-m", "treelm.cli"]
 TIMES = ("elapsed", "tok_s")        # fields that differ between any two runs
 
@@ -293,7 +297,7 @@ def main() -> None:
         "work_dir": str(work),
         "trial_records": trials,
     }
-    write_result("kill_resume", record)
+    write_result("kill_resume", record, folder="tools")
     if all(t["loadable"] and t["identical"] for t in trials) and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

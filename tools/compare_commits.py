@@ -1,7 +1,7 @@
 """Does a refactoring change what training computes? Each task trained at two commits, compared
 step by step (:mod:`compare_runs`).
 
-    python benchmarks/compare_commits.py BEFORE AFTER --name PREFIX
+    python tools/compare_commits.py BEFORE AFTER --name PREFIX
         [--tasks lm tagging logic translation listops] [--work DIR] [--gemm mm]
 
 For each task a config of it (:data:`TASKS`: its name, the config and a unit budget) is trained
@@ -14,6 +14,9 @@ the logged training losses, the validation scores and the final weights of the t
 compared (:func:`compare_runs.compare`) and written to
 ``benchmarks/results/compare_runs-<date>.json`` as ``PREFIX-<task>``. Identical losses at every
 logged step and identical weights mean the two commits train alike.
+
+It lives in ``tools/``, not ``benchmarks/``: it checks that two commits compute alike and
+measures no speed; its record goes where the benchmarks' go (``benchmarks/common.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(ROOT / "benchmarks")]      # compare_runs, common
 from common import write_result  # noqa: E402
 from compare_runs import compare  # noqa: E402
 
@@ -89,7 +92,7 @@ def main() -> None:
         print(f"{task}: losses identical {entry['train_losses_identical']} over "
               f"{entry['train_steps_compared']} steps, weights identical "
               f"{entry.get('weights_identical')}", file=sys.stderr, flush=True)
-    write_result("compare_runs", {"entries": entries}, merge_key="entries")
+    write_result("compare_runs", {"entries": entries}, merge_key="entries", folder="tools")
 
 
 if __name__ == "__main__":
