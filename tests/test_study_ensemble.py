@@ -88,7 +88,7 @@ def _pick_first(sources):
 def test_one_run_own_reading_averages_to_itself(golds):
     run = _run("a", 1, golds, {("best", "split", "2"): 0.9})
     rec = _record(golds, [run], ("a",))
-    out = study_ensembles(rec, golds, average=_pick_first)
+    out = study_ensembles(rec, golds, ensemble=_pick_first)
     own = out["groups"]["a"]["own@best"]
     assert own["sources"] == 1
     tree = decode_trees(run["readings"]["best"]["split"]["2"]["test"],
@@ -126,7 +126,7 @@ def test_groups_choice_on_dev_and_missing_runs(golds):
     def spy(sources):
         seen.append(len(sources))
         return sources[0]
-    out = study_ensembles(rec, golds, average=spy)
+    out = study_ensembles(rec, golds, ensemble=spy)
     assert set(out["groups"]) == {"a", "b", "all"}
     assert out["missing"] == ["b/2"]
     assert out["groups"]["all"]["own@best"]["runs"] == 3
@@ -142,7 +142,7 @@ def test_groups_choice_on_dev_and_missing_runs(golds):
 
 def test_single_is_the_mean_of_the_runs_alone(golds):
     runs = [_run("a", s, golds, {("best", "official", "2"): 0.9}) for s in (1, 2, 3)]
-    out = study_ensembles(_record(golds, runs, ("a",)), golds, average=_pick_first)
+    out = study_ensembles(_record(golds, runs, ("a",)), golds, ensemble=_pick_first)
     want = mean_std([r["trees"]["best"]["official"]["test"]["2"]["sentence_f1"] for r in runs])
     assert out["groups"]["a"]["own@best"]["single"]["test"] == want
 
@@ -152,7 +152,7 @@ def test_a_group_is_averaged_once_all_its_runs_are_in(golds):
     rec = _record(golds, runs, "all")
     rec["study"]["score"]["trees"]["ensemble"] = "all"
     rec["study"]["seeds"] = [1, 2]
-    out = study_ensembles(rec, golds, average=_pick_first)
+    out = study_ensembles(rec, golds, ensemble=_pick_first)
     assert set(out["groups"]) == {"a"}              # b/2 is not in: neither b nor all yet
     rec["runs"]["b/2"] = _run("b", 2, golds, {})
-    assert set(study_ensembles(rec, golds, average=_pick_first)["groups"]) == {"a", "b", "all"}
+    assert set(study_ensembles(rec, golds, ensemble=_pick_first)["groups"]) == {"a", "b", "all"}

@@ -313,7 +313,7 @@ class Driver:
         if self.study.trees and self.study.trees.ensemble:
             from treelm.study.ensemble import refresh
 
-            changed = refresh(record, self.study.trees) or changed
+            changed = refresh(record) or changed
         if changed or not path.exists() or _resummarized(record) != before:
             write_record(path, record)
         self.state["record"] = str(path)
@@ -488,17 +488,13 @@ def _first_change(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 def tree_baselines(study: Study) -> dict[str, Any]:
     """The trivial trees and the rule control on the study's dev and test sentences."""
-    from treelm.study.score import part_name
+    from treelm.study.score import tree_parts
     from treelm.syntax.baselines import DEFAULT_BASELINES, RULE_CONTROLS
     from treelm.syntax.report import parsing_report
 
-    t = study.trees
-    assert t is not None
-    parts = [("dev", t.dev, None)]
-    if t.test:
-        parts += [(part_name(n), t.test, n) for n in t.test_max_len]
+    assert study.trees is not None
     out = {}
-    for name, treebank, max_len in parts:
+    for name, treebank, max_len in tree_parts(dataclasses.asdict(study.trees)):
         # the trivial trees and the rule control (random levels through each tree rule)
         rep = parsing_report(treebank, max_len, baselines=(*DEFAULT_BASELINES, *RULE_CONTROLS))
         out[name] = {"n_sentences": rep["n_sentences"], "n_words": rep["n_words"],
