@@ -1,4 +1,4 @@
-"""Speed of tree averaging (:func:`treelm.syntax.average.average_trees`), in sentences per second.
+"""Speed of tree ensembles (:func:`treelm.syntax.ensemble.ensemble_trees`), in sentences a second.
 
 Tree averaging (Shayegh et al., ICLR 2024) gives, per sentence, the binary tree with the most
 span votes of K source trees: the votes cost ``O(K·n)`` and the dynamic programme over spans
@@ -47,12 +47,12 @@ def sources_of(lengths: list[int], k: int, seed: int) -> list[list[object]]:
 
 
 def best_time(sources: list[list[object]], rounds: int) -> float:
-    from treelm.syntax.average import average_trees
+    from treelm.syntax.ensemble import ensemble_trees
 
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        average_trees(sources)
+        ensemble_trees(sources)
         times.append(time.perf_counter() - t0)
     return min(times)
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
               "seconds": round(t, 3), "sentences_per_second": round(args.corpus / t, 1)}
     result = {
         "benchmark": "average_speed",
-        "what": "treelm.syntax.average.average_trees on random binary source trees: span "
+        "what": "treelm.syntax.ensemble.ensemble_trees on random binary source trees: span "
                 "votes, the dynamic programme over spans and the trees built back; best of "
                 f"{args.rounds} rounds",
         "grid": grid,
