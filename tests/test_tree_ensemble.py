@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_train_eval_parse import MRG  # the five-sentence treebank of the tracking tests
 from test_tree_choice import _run  # a verb's exit code, stdout and stderr
 
 import treelm
@@ -213,13 +212,6 @@ def test_a_file_of_trees_and_its_errors(tmp_path):
 
 # ----------------------------------------------------------------------------- the verbs
 @pytest.fixture(scope="module")
-def mrg(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("treebank") / "mini.mrg"
-    path.write_text(MRG, encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
 def sentences(mrg) -> Path:
     """The treebank's sentences as the protocol reads them, one a line: ``parse``'s input."""
     path = mrg.parent / "sentences.txt"
@@ -281,12 +273,19 @@ def test_eval_parse_trees_with_max_len_takes_either_file(lm_run, mrg, sentences,
         assert rep["baselines"]["right_branching"]["sentence_f1"] == expected["sentence_f1"]
 
 
-def test_a_mismatched_line_or_a_short_file_is_one_error(mrg, tmp_path, capsys):
+def _fell(mrg: Path, path: Path) -> tuple[list, list[str]]:
+    """The gold trees and right-branching lines of ``mrg``, written to ``path`` with one word
+    spelt otherwise: line 3's ``rose`` as ``fell``."""
     golds = load_golds(mrg)
     lines = [tree_to_brackets(right_branching(g.words)) for g in golds]
+    path.write_text("\n".join([*lines[:2], lines[2].replace("rose", "fell"), *lines[3:]]) + "\n",
+                    encoding="utf-8")
+    return golds, lines
+
+
+def test_a_mismatched_line_or_a_short_file_is_one_error(mrg, tmp_path, capsys):
     bad = tmp_path / "bad.txt"
-    bad.write_text("\n".join([*lines[:2], lines[2].replace("rose", "fell"), *lines[3:]]) + "\n",
-                   encoding="utf-8")
+    golds, lines = _fell(mrg, bad)
     assert _error(capsys, "eval-parse", "--trees", bad, "--treebank", mrg) == \
         f"{bad}:3: word 2 is 'fell' where the sentence has 'rose'"
     assert _error(capsys, "eval-parse", "--trees", bad, "--treebank", mrg, "--match",
@@ -325,11 +324,8 @@ def test_raw_case_and_digits_score_as_their_normalised_copy(mrg, tmp_path, capsy
 
 
 def test_match_position_scores_other_spellings_and_says_how_many(mrg, tmp_path, capsys):
-    golds = load_golds(mrg)
-    lines = [tree_to_brackets(right_branching(g.words)) for g in golds]
     other = tmp_path / "other.txt"
-    other.write_text("\n".join([*lines[:2], lines[2].replace("rose", "fell"), *lines[3:]]) + "\n",
-                     encoding="utf-8")
+    golds, lines = _fell(mrg, other)
     code, out, err = _run(capsys, "eval-parse", "--trees", other, "--treebank", mrg, "--match",
                           "position", "--format", "json")
     assert code == 0 and err.strip() == (
