@@ -25,9 +25,11 @@ The ``add_*`` functions register the sub-commands on ``treelm``'s argparse sub-p
 ``cmd_*`` checks its arguments, calls the library and prints: ``parse``, ``plot`` and ``plot-tree
 --run`` read levels through the Python API (:meth:`treelm.api.model.TreelmModel.levels_stream`,
 one path with ``treelm.load``); ``eval-parse`` scores a treebank, which the API does not offer,
-with :mod:`treelm.syntax` (:mod:`treelm.syntax.report` for what is printed,
-:mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees). Heavy
-modules (torch, matplotlib) are imported only when a command runs.
+with :mod:`treelm.syntax` (:mod:`treelm.syntax.report` for the report,
+:mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees) and prints
+it through :mod:`treelm.parsing.scoring`, as ``ensemble --treebank`` does; the options the
+verbs share are :mod:`treelm.parsing.options`. Heavy modules (torch, matplotlib) are imported
+only when a command runs.
 """
 
 from __future__ import annotations

@@ -327,15 +327,11 @@ def bracket_tokens(text: str) -> list[str]:
 def bracket_tree(tokens: Sequence[str], labelled: bool = False,
                  words: Sequence[Any] | None = None) -> tuple[Tree, list[str]]:
     """The tree of :func:`bracket_tokens` and its leaves as written, iteratively: the one
-    bracket reader (:func:`read_bracket_tree`, the tree files of any parser in
-    :mod:`treelm.syntax.tree_files`). A bracket with a single child is that child.
-    ``labelled``: the token right after each ``(``, where it is not a bracket, is the node's
-    label and is dropped. ``words``: the tree's ``i``-th leaf is ``words[i]`` (where there is
-    one) instead of the token as written (a file's leaves read as its sentence's words).
-
-    Raises:
-        MalformedTreeError: unbalanced or empty brackets, several trees, or no leaf.
-    """
+    bracket reader (of :func:`read_bracket_tree` and :mod:`treelm.syntax.tree_files`). A bracket
+    with one child is that child; ``labelled``: the token after each ``(``, where not a bracket,
+    is a label, dropped; ``words``: leaf ``i`` is ``words[i]`` (where there is one), not the
+    token as written. Raises :class:`MalformedTreeError` (unbalanced or empty brackets, several
+    trees, no leaf)."""
     if not tokens:
         raise MalformedTreeError("the tree is empty")
     stack: list[list[Any]] = [[]]
@@ -367,16 +363,10 @@ def bracket_tree(tokens: Sequence[str], labelled: bool = False,
 
 
 def read_bracket_tree(text: str, labelled: bool = False) -> Tree:
-    """``"((the cat) (sat down))"`` -> ``[["the", "cat"], ["sat", "down"]]`` (iterative).
-
-    The inverse of :func:`tree_to_brackets`, for trees a user types or pipes in; ``labelled``:
-    ``(S (NP the cat) sat)``, a label after every ``(`` (:func:`bracket_tree`). A bare word is a
-    one-leaf tree.
-
-    Raises:
-        MalformedTreeError: (a ``TreelmError``, a ``ValueError``) unbalanced or empty brackets,
-        several trees, or no leaf.
-    """
+    """``"((the cat) (sat down))"`` -> ``[["the", "cat"], ["sat", "down"]]`` (iterative): the
+    inverse of :func:`tree_to_brackets`, for trees a user types or pipes in; ``labelled``:
+    ``(S (NP the cat) sat)`` (:func:`bracket_tree`). A bare word is a one-leaf tree. Raises
+    :class:`MalformedTreeError` (a ``TreelmError``, a ``ValueError``)."""
     return bracket_tree(bracket_tokens(text), labelled)[0]
 
 
