@@ -38,7 +38,7 @@ def differences(a: Any, b: Any, where: str = "") -> list[str]:
 
 def main(argv: list[str]) -> int:
     from treelm.study.ensemble import study_ensembles
-    from treelm.study.record import read_record
+    from treelm.study.record import kept_trees_path, read_record
     from treelm.syntax.report import load_golds
 
     paths = [Path(p) for p in argv] or sorted(
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
         kept = record.get("ensembles") or {}
         diff = differences({k: kept.get(k) for k in again}, again)
         failed |= bool(diff)
-        print(json.dumps({"record": path.name, "kept_trees": record.get("kept_trees"),
+        print(json.dumps({"record": path.name, "kept_trees": kept_trees_path(path).name,
                           "equal": not diff, "differences": diff[:10],
                           "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
     return 1 if failed else 0

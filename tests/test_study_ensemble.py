@@ -6,6 +6,7 @@ synthetic treebank, so that every figure can be recomputed independently from th
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -181,7 +182,9 @@ def test_a_record_keeps_its_trees_beside_it_deterministically(tmp_path):
     for path in kept:
         rec = read_record(path)
         trees = kept_trees_path(path)
-        assert rec["kept_trees"] == trees.name and trees.read_bytes()[4:8] == b"\0\0\0\0"
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        assert raw["kept_trees"] == trees.name and trees.read_bytes()[4:8] == b"\0\0\0\0"
+        assert not any("readings" in r for r in raw["runs"].values())
         study = rec["study"]["score"]["trees"]
         for r in rec["runs"].values():
             for c in study["checkpoints"]:

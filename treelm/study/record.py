@@ -177,8 +177,8 @@ def kept_trees_path(path: Path) -> Path:
 
 def read_record(path: Path) -> dict[str, Any]:
     """The record at ``path`` with its runs' kept trees (``readings``) read back into them from
-    the file it names (``kept_trees``); a record written before that file existed keeps them
-    inline."""
+    the file it names (``kept_trees``, a detail of the files that :func:`write_record` sets
+    again, dropped here); a record written before that file existed keeps them inline."""
     from treelm.errors import TreelmError
 
     try:
@@ -188,7 +188,7 @@ def read_record(path: Path) -> dict[str, Any]:
     if rec.get("script") != "study" or rec.get("schema") != SCHEMA:
         raise TreelmError(f"{path}: not a study record of schema {SCHEMA}")
     if rec.get("kept_trees"):
-        kept = path.with_name(rec["kept_trees"])
+        kept = path.with_name(rec.pop("kept_trees"))
         try:
             runs = json.loads(gzip.decompress(kept.read_bytes()))["runs"]
         except (OSError, EOFError, ValueError, KeyError) as e:
