@@ -1,4 +1,4 @@
-"""Speed of tree averaging (:func:`treelm.syntax.average.average_trees`), in sentences per second.
+"""Speed of tree ensembles (:func:`treelm.syntax.ensemble.ensemble_trees`), in sentences a second.
 
 Tree averaging (Shayegh et al., ICLR 2024) gives, per sentence, the binary tree with the most
 span votes of K source trees: the votes cost ``O(K·n)`` and the dynamic programme over spans
@@ -46,9 +46,9 @@ def sources_of(lengths: list[int], k: int, seed: int) -> list[list[object]]:
 
 
 def best_time(sources: list[list[object]], rounds: int) -> float:
-    from treelm.syntax.average import average_trees
+    from treelm.syntax.ensemble import ensemble_trees
 
-    return min(time_runs(lambda: average_trees(sources), 0, rounds))
+    return min(time_runs(lambda: ensemble_trees(sources), 0, rounds))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
               "seconds": round(t, 3), "sentences_per_second": round(args.corpus / t, 1)}
     result = {
         "benchmark": "average_speed",
-        "what": "treelm.syntax.average.average_trees on random binary source trees: span "
+        "what": "treelm.syntax.ensemble.ensemble_trees on random binary source trees: span "
                 "votes, the dynamic programme over spans and the trees built back; best of "
                 f"{args.rounds} rounds",
         "grid": grid,

@@ -39,6 +39,17 @@ def _train(tmp_path_factory, name: str, config: str, *overrides: str) -> Path:
     return run
 
 
+@pytest.fixture(scope="module")
+def mrg(tmp_path_factory) -> Path:
+    """The five-sentence treebank of the tracking tests (``test_train_eval_parse.MRG``) as a
+    ``.mrg`` file."""
+    from test_train_eval_parse import MRG
+
+    path = tmp_path_factory.mktemp("treebank") / "mini.mrg"
+    path.write_text(MRG, encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="session")
 def tagging_run(tmp_path_factory) -> Path:
     """configs/tiny-tagging.yaml trained (seconds)."""

@@ -25,6 +25,7 @@ import pytest
 from test_train_eval_parse import MRG  # the five-sentence treebank of the tracking tests
 
 from treelm.cli import main
+from treelm.study.record import read_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,7 +125,7 @@ def uninterrupted(tmp_path_factory) -> dict[str, Any]:
     where = tmp_path_factory.mktemp("whole")
     study = write_study(where, units=8000)
     finish(study)
-    return json.loads((where / "record.json").read_text())
+    return read_record(where / "record.json")        # its runs' kept trees read back in
 
 
 # ----------------------------------------------------------------------------- the file
@@ -208,7 +209,7 @@ def test_killed_driver_and_run_then_rerun_equal_the_uninterrupted_study(tmp_path
         os.kill(pid, signal.SIGKILL)
     out, err = finish(study)
     assert "paper/1: submitted" in err        # the killed run, resumed by a new job
-    rec = json.loads((tmp_path / "record.json").read_text())
+    rec = read_record(tmp_path / "record.json")
     assert figures(rec["runs"]) == figures(uninterrupted["runs"])
     assert figures(rec["summary"]) == figures(uninterrupted["summary"])
     assert figures(rec["baselines"]) == figures(uninterrupted["baselines"])
@@ -389,15 +390,14 @@ def test_the_records_ensemble_is_the_ensemble_verbs(uninterrupted, tmp_path, cap
     readings prints, number for number."""
     from treelm.study.ensemble import refresh
     from treelm.study.record import run_choice
-    from treelm.study.spec import Trees
 
     rec = json.loads(json.dumps(uninterrupted))
     runs = list(rec["runs"].values())
     assert all(set(r["readings"]) == {"best"} for r in runs)
     mrg = Path(rec["study"]["score"]["trees"]["dev"])
-    trees = Trees(dev=str(mrg), test=str(mrg), test_max_len=[None, 10], ensemble="all")
+    assert rec["study"]["score"]["trees"]["test"] == str(mrg)
     rec["study"]["score"]["trees"]["ensemble"] = "all"
-    assert refresh(rec, trees) and not refresh(rec, trees)      # made once, then kept
+    assert refresh(rec) and not refresh(rec)      # made once, then kept
     ens = rec["ensembles"]
     assert set(ens["groups"]) == {"paper", "symmetric", "all"} and ens["missing"] == []
     own = ens["groups"]["all"]["own@best"]

@@ -6,6 +6,10 @@ synthetic treebank, so that every figure can be recomputed independently from th
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -88,7 +92,7 @@ def _pick_first(sources):
 def test_one_run_own_reading_averages_to_itself(golds):
     run = _run("a", 1, golds, {("best", "split", "2"): 0.9})
     rec = _record(golds, [run], ("a",))
-    out = study_ensembles(rec, golds, average=_pick_first)
+    out = study_ensembles(rec, golds, ensemble=_pick_first)
     own = out["groups"]["a"]["own@best"]
     assert own["sources"] == 1
     tree = decode_trees(run["readings"]["best"]["split"]["2"]["test"],
@@ -126,7 +130,7 @@ def test_groups_choice_on_dev_and_missing_runs(golds):
     def spy(sources):
         seen.append(len(sources))
         return sources[0]
-    out = study_ensembles(rec, golds, average=spy)
+    out = study_ensembles(rec, golds, ensemble=spy)
     assert set(out["groups"]) == {"a", "b", "all"}
     assert out["missing"] == ["b/2"]
     assert out["groups"]["all"]["own@best"]["runs"] == 3
@@ -142,7 +146,7 @@ def test_groups_choice_on_dev_and_missing_runs(golds):
 
 def test_single_is_the_mean_of_the_runs_alone(golds):
     runs = [_run("a", s, golds, {("best", "official", "2"): 0.9}) for s in (1, 2, 3)]
-    out = study_ensembles(_record(golds, runs, ("a",)), golds, average=_pick_first)
+    out = study_ensembles(_record(golds, runs, ("a",)), golds, ensemble=_pick_first)
     want = mean_std([r["trees"]["best"]["official"]["test"]["2"]["sentence_f1"] for r in runs])
     assert out["groups"]["a"]["own@best"]["single"]["test"] == want
 
@@ -152,7 +156,61 @@ def test_a_group_is_averaged_once_all_its_runs_are_in(golds):
     rec = _record(golds, runs, "all")
     rec["study"]["score"]["trees"]["ensemble"] = "all"
     rec["study"]["seeds"] = [1, 2]
-    out = study_ensembles(rec, golds, average=_pick_first)
+    out = study_ensembles(rec, golds, ensemble=_pick_first)
     assert set(out["groups"]) == {"a"}              # b/2 is not in: neither b nor all yet
     rec["runs"]["b/2"] = _run("b", 2, golds, {})
-    assert set(study_ensembles(rec, golds, average=_pick_first)["groups"]) == {"a", "b", "all"}
+    assert set(study_ensembles(rec, golds, ensemble=_pick_first)["groups"]) == {"a", "b", "all"}
+
+
+# ----------------------------------------------------------------------------- the kept trees
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+
+
+def test_a_record_keeps_its_trees_beside_it_deterministically(tmp_path):
+    """The record is a small readable file naming its kept trees' file; written again, both
+    come out byte for byte (gzip without a time stamp), and the runs read back have their
+    readings for every checkpoint, rule and layer, on dev (and test where the study has one)."""
+    from treelm.study.record import kept_trees_path, read_record, write_record
+
+    records = sorted(RESULTS.glob("*.json"))
+    assert all(p.stat().st_size <= 1 << 20 for p in records), \
+        [p.name for p in records if p.stat().st_size > 1 << 20]
+    kept = [p for p in records if '"kept_trees"' in p.read_text(encoding="utf-8")]
+    assert {p.name for p in kept} >= {"trees-seeds-20261128.json",
+                                      "trees-seeds-softmax-20261128.json",
+                                      "trees-output-20261128.json"}
+    for path in kept:
+        rec = read_record(path)
+        trees = kept_trees_path(path)
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        assert raw["kept_trees"] == trees.name and trees.read_bytes()[4:8] == b"\0\0\0\0"
+        assert not any("readings" in r for r in raw["runs"].values())
+        study = rec["study"]["score"]["trees"]
+        for r in rec["runs"].values():
+            for c in study["checkpoints"]:
+                for rule in study["rules"]:
+                    layers = r["readings"][c][rule]
+                    assert sorted(layers) == sorted(r["trees"][c][rule]["dev"])
+                    assert all(set(p) == {"dev", *(["test"] if study["test"] else [])}
+                               for p in layers.values())
+        again = tmp_path / path.name
+        write_record(again, rec)
+        assert again.read_bytes() == path.read_bytes()
+        assert kept_trees_path(again).read_bytes() == trees.read_bytes()
+        assert read_record(again) == rec
+
+
+@pytest.mark.skipif(not os.environ.get("NLTK_DATA"), reason="the studies' gold trees (NLTK_DATA)")
+def test_ensembles_from_the_kept_trees_are_the_records():
+    """The ensembles recomputed from a record's kept trees equal its own to 1e-12, every figure
+    (benchmarks/verify_ensembles.py on the seeds study's record: ~100 s on one core; it needs
+    the gold trees of nltk-dev and nltk-test, so it runs only where NLTK_DATA is set)."""
+    from treelm.study.record import read_record
+
+    sys.path.insert(0, str(RESULTS.parent))
+    from verify_ensembles import main as verify
+
+    path = RESULTS / "trees-seeds-20261128.json"
+    if not read_record(path).get("ensembles"):
+        pytest.skip("no ensembles")
+    assert verify([str(path)]) == 0

@@ -11,10 +11,10 @@ from treelm.syntax.trees import (
     ascii_tree,
     build_tree,
     leaf_depths,
+    leaves_and_spans,
     mean_leaf_depth,
     read_bracket_tree,
     read_json_tree,
-    spans_and_length,
     tree_depth,
     tree_leaves,
     tree_spans,
@@ -148,13 +148,15 @@ def _random_tree(rng, leaves):
     return tuple(kids) if rng.random() < 0.2 else kids
 
 
-def test_spans_and_length_agree_with_a_recursive_walk():
+def test_leaves_and_spans_agree_with_a_recursive_walk():
     rng = np.random.default_rng(0)
     for n in [1, 2, 3, 5, 8, 13, 30] * 20:
         tree = _random_tree(rng, [f"w{i}" for i in range(n)])
-        spans, length = spans_and_length(tree)
+        leaves, spans = leaves_and_spans(tree)
+        length = len(leaves)
         assert (spans, length) == _naive_spans(tree)
         assert spans == tree_spans(tree) and length == len(tree_leaves(tree)) == n
+        assert leaves == tree_leaves(tree)
 
 
 def test_ascii_tree_drawing():

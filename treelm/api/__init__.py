@@ -7,12 +7,13 @@ for ``score``, the decoders for ``generate``/``probe``, the task's ``tag``, ``tr
 its methods, so that Python and the command line take one path. The object's plumbing is
 :mod:`treelm.api.base`, its methods :mod:`treelm.api.model` (trees), :mod:`treelm.api.lm` and
 :mod:`treelm.api.inference`, what they take and return :mod:`treelm.api.values`.
-Beside the runs, :func:`~treelm.api.average.average_trees` (``treelm.average_trees``) averages
-trees of several sources per sentence (:mod:`treelm.syntax.average`; what ``treelm ensemble``
-prints). ``import treelm`` stays light: torch and the run are loaded by ``treelm.load`` only.
+Beside the runs, :func:`~treelm.api.ensemble.ensemble_trees` (``treelm.ensemble_trees``) makes
+the ensemble of several sources' trees per sentence (:mod:`treelm.syntax.ensemble`; what
+``treelm ensemble`` prints). ``import treelm`` stays light: torch and the run are loaded by
+``treelm.load`` only.
 """
 
-from treelm.api.average import average_trees
+from treelm.api.ensemble import ensemble_trees
 from treelm.api.model import TreelmModel, UnsupportedMethodError, load
 
-__all__ = ["TreelmModel", "UnsupportedMethodError", "average_trees", "load"]
+__all__ = ["TreelmModel", "UnsupportedMethodError", "ensemble_trees", "load"]

@@ -1,6 +1,7 @@
 """The verbs of unsupervised syntax: ``treelm parse``, ``eval-parse``, ``plot`` and ``plot-tree``
-(:mod:`treelm.parsing.commands`), and ``ensemble``, the tree average of runs and tree files
-(:mod:`treelm.parsing.ensemble`).
+(:mod:`treelm.parsing.commands`), and ``ensemble``, the tree ensemble of runs and tree files
+(:mod:`treelm.parsing.ensemble`); what ``eval-parse`` and ``ensemble`` print of a treebank
+(:mod:`treelm.parsing.scoring`) and the options the verbs share (:mod:`treelm.parsing.options`).
 
 They sit above the Python API (:mod:`treelm.api`): ``parse`` opens its run as a
 :class:`~treelm.api.model.TreelmModel` and reads its trees through

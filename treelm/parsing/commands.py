@@ -25,37 +25,46 @@ The ``add_*`` functions register the sub-commands on ``treelm``'s argparse sub-p
 ``cmd_*`` checks its arguments, calls the library and prints: ``parse``, ``plot`` and ``plot-tree
 --run`` read levels through the Python API (:meth:`treelm.api.model.TreelmModel.levels_stream`,
 one path with ``treelm.load``); ``eval-parse`` scores a treebank, which the API does not offer,
-with :mod:`treelm.syntax` (:mod:`treelm.syntax.report` for what is printed,
-:mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees). Heavy
-modules (torch, matplotlib) are imported only when a command runs.
+with :mod:`treelm.syntax` (:mod:`treelm.syntax.report` for the report,
+:mod:`treelm.syntax.render` for pictures, :mod:`treelm.syntax.trees` to read trees) and prints
+it through :mod:`treelm.parsing.scoring`, as ``ensemble --treebank`` does; the options the
+verbs share are :mod:`treelm.parsing.options`. Heavy modules (torch, matplotlib) are imported
+only when a command runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, TextIO
 
 from treelm.errors import IMAGE_SUFFIXES, TreelmError, check_output
 from treelm.parsing.defaults import (
-    STYLES,
     LayerArg,
     parse_layer,
     record_choice,
     tree_defaults,
 )
+from treelm.parsing.options import (
+    add_direction_option,
+    add_model_options,
+    add_run_and_sentence,
+    add_text_options,
+)
+from treelm.parsing.scoring import (
+    BASELINE_NAMES,
+    DEFAULT_LABELS,
+    add_match_option,
+    baseline_names,
+    label_list,
+    print_report,
+    tree_files,
+)
 from treelm.syntax.parse import input_lines
-from treelm.syntax.report import TABLE_LABELS
-from treelm.text.inputs import add_unk_option
+from treelm.syntax.report import SINICA_LABELS
 from treelm.verb import Number, add_verb
 
 FORMATS = ("brackets", "json", "ascii")
-BASELINE_NAMES = {"left": "left_branching", "right": "right_branching",
-                  "balanced": "balanced", "random": "random"}
-DEFAULT_LABELS = ",".join(TABLE_LABELS)
-#: The Sinica Treebank's most frequent phrase categories (GP: a phrase headed by a localiser).
-SINICA_LABELS = "S,NP,VP,PP,GP"
 
 PARSE_EPILOG = """examples:
   treelm parse runs/onlstm "the cat sat on the mat"
@@ -107,56 +116,6 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
     return run, onlstm_layers(run.model)
 
 
-def label_list(text: str) -> list[str]:
-    """The ``type=`` of ``eval-parse --labels``: comma-separated constituent labels (``NP,VP``;
-    spaces around them are dropped, as a table column named `` VP`` could never match); at least
-    one. Whether the treebank has them is checked once it is read
-    (:func:`~treelm.syntax.report.parsing_report`)."""
-    labels = [s.strip() for s in text.split(",") if s.strip()]
-    if not labels:
-        raise argparse.ArgumentTypeError(f"give one label or more, comma-separated (e.g. NP,VP), "
-                                         f"got {text!r}")
-    return labels
-
-
-def _add_model_options(p: argparse.ArgumentParser, batch: bool = True,
-                       run_style: bool = True) -> None:
-    """The run's options, ``--unk``, ``--style`` (default: the run's choice on dev trees where
-    ``run_style``, else official) and ``--batch-size``."""
-    from treelm.run import add_run_options
-
-    add_run_options(p)
-    add_unk_option(p, "word (or piece)")
-    default = ("the run's choice on dev trees, else official" if run_style else "official")
-    p.add_argument("--style", choices=STYLES, default=None if run_style else "official",
-                   help=f"tree rule: official (the highest-level word opens a constituent, "
-                   f"ON-LSTM test_phrase_grammar.py) or split (span split before the "
-                   f"highest-level word); default: {default}")
-    if batch:
-        p.add_argument("--batch-size", type=Number(int, at_least=1), default=256,
-                       help="sentences per forward pass (default 256)")
-
-
-def _add_direction_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--direction", choices=["forward", "backward"], default="forward",
-                   help="translation runs: the levels of the encoder's left-to-right stack "
-                   "(forward, default; the paper's reading) or of a bidirectional encoder's "
-                   "right-to-left stack (backward; its tree is read off the reversed source and "
-                   "mirrored back)")
-
-
-def _add_text_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--segment", choices=["auto", "none", "jieba"], default="auto",
-                   help="word segmentation of the input: auto (default: as the run reads text; "
-                   "a run trained on segmented Chinese, such as configs/sinica-onlstm.yaml, cuts "
-                   "what its vocabulary lacks with jieba), none (the run's tokenizer alone: "
-                   "whitespace-separated words) or jieba for the whole line (needs pip install "
-                   "'treelm[zh]'). A run trained on Chinese converts the words it lacks to the "
-                   "script of its text (OpenCC) in every case")
-    p.add_argument("--normalize", action="store_true",
-                   help="PTB preprocessing of every word: lower-case, digit runs -> N")
-
-
 # ----------------------------------------------------------------------------- parse
 def cmd_parse(args: argparse.Namespace) -> int:
     """induce constituency trees with a trained ON-LSTM language model
@@ -201,19 +160,9 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_run_and_sentence(p: argparse.ArgumentParser, stdin: str) -> None:
-    """The run and the sentence, as ``parse`` and ``plot`` take them (``stdin``: what the
-    default or ``-`` reads)."""
-    p.add_argument("run_dir", metavar="RUN_DIR",
-                   help="a trained run with ON-LSTM layers (a language model, or a translation "
-                   "model's encoder)")
-    p.add_argument("sentence", nargs="?", metavar="SENTENCE",
-                   help=f"the sentence (default, or '-': {stdin})")
-
-
 def add_parse(sub: Any) -> argparse.ArgumentParser:
     p = add_verb(sub, "parse", cmd_parse, epilog=PARSE_EPILOG)
-    _add_run_and_sentence(p, "read sentences from stdin")
+    add_run_and_sentence(p, "read sentences from stdin")
     p.add_argument("--input", metavar="FILE",
                    help="read sentences from this file, one per line")
     p.add_argument("--layer", metavar="K|all", type=LayerArg(),
@@ -223,9 +172,9 @@ def add_parse(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMATS, default="brackets",
                    help="brackets (default): ((the cat) sat); json: one object per line; "
                    "ascii: a drawing")
-    _add_direction_option(p)
-    _add_text_options(p)
-    _add_model_options(p)
+    add_direction_option(p)
+    add_text_options(p)
+    add_model_options(p)
     return p
 
 
@@ -249,7 +198,7 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
     serve for the checkpoint scored (trees.json; said on stderr); a test treebank or a file
     never chooses.
     """
-    from treelm.syntax.report import format_table, parsing_report, tree_file_golds
+    from treelm.syntax.report import parsing_report
 
     if args.run_dir is None and not args.baseline and not args.trees:
         raise TreelmError("eval-parse needs RUN_DIR, --trees FILE, or --baseline to score "
@@ -258,33 +207,21 @@ def cmd_eval_parse(args: argparse.Namespace) -> int:
         raise TreelmError("--layer needs RUN_DIR")
     golds = trees = None
     if args.trees:          # read and checked before a run is loaded
-        golds, trees = tree_file_golds(args.trees, args.treebank, args.max_len)
+        golds, trees = tree_files(args.trees, args.treebank, args.max_len, args.match,
+                                  "eval-parse")
     run = layers = None
     if args.run_dir is not None:
         run, available = _open_run(args)
         layers = parse_layer(args.layer or "all", available)
-    chosen = set(args.baseline or ["all"])
-    if args.no_baselines:
-        names = []
-    elif "all" in chosen:
-        names = [*BASELINE_NAMES.values(), f"random_levels_{args.style}"]
-    else:
-        names = [BASELINE_NAMES[b] for b in sorted(chosen - {"control"})]
-        names += [f"random_levels_{args.style}"] * ("control" in chosen)
     # labels asked for are checked against the gold trees before any tree is scored; the
     # defaults are not (the table leaves out a column the treebank lacks)
     report = parsing_report(args.treebank, args.max_len, run=run, layers=layers,
-                            checkpoint=args.checkpoint, style=args.style, baselines=names,
+                            checkpoint=args.checkpoint, style=args.style,
+                            baselines=baseline_names(args.baseline, args.no_baselines,
+                                                     args.style),
                             seeds=range(args.seeds), batch_size=args.batch_size, unk=args.unk,
                             labels=args.labels, trees=trees, golds=golds)
-    if args.format == "json":
-        print(json.dumps(report), flush=True)
-    else:
-        labels = args.labels
-        if labels is None:
-            sinica = str(args.treebank).startswith("sinica")
-            labels = (SINICA_LABELS if sinica else DEFAULT_LABELS).split(",")
-        print(format_table(report, labels), flush=True)
+    print_report(report, args.format, args.labels)
     if run is not None:
         record_choice(run, report, args.checkpoint)
     return 0
@@ -321,10 +258,11 @@ def add_eval_parse(sub: Any) -> argparse.ArgumentParser:
                    help="random-tree runs, seeds 0..N-1 (default 5): mean±std")
     p.add_argument("--labels", type=label_list,
                    help=f"label recall columns of the table (default {DEFAULT_LABELS}; for the "
-                   f"Sinica treebanks {SINICA_LABELS}); --format json has every label")
+                   f"Sinica treebanks {','.join(SINICA_LABELS)}); --format json has every label")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table (default) or one JSON object (scores as fractions)")
-    _add_model_options(p, run_style=False)
+    add_match_option(p)
+    add_model_options(p, run_style=False)
     return p
 
 
@@ -372,7 +310,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def add_plot(sub: Any) -> argparse.ArgumentParser:
     p = add_verb(sub, "plot", cmd_plot, epilog=PLOT_EPILOG)
-    _add_run_and_sentence(p, "one line from stdin")
+    add_run_and_sentence(p, "one line from stdin")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="image to write")
     p.add_argument("--layer", metavar="K", type=LayerArg(allow_all=False),
                    help="layer whose d_f makes the tree (default: the run's choice on dev "
@@ -385,9 +323,9 @@ def add_plot(sub: Any) -> argparse.ArgumentParser:
                    "all layers (shared)")
     p.add_argument("--no-tree", action="store_true", help="draw the heat map only")
     p.add_argument("--title", help="figure title ('' for none)")
-    _add_direction_option(p)
-    _add_text_options(p)
-    _add_model_options(p, batch=False)
+    add_direction_option(p)
+    add_text_options(p)
+    add_model_options(p, batch=False)
     return p
 
 
@@ -436,9 +374,9 @@ def add_plot_tree(sub: Any) -> argparse.ArgumentParser:
                    help="with --run: the layer (default: the run's choice on dev trees, else "
                    "the last-but-one)")
     p.add_argument("--title", help="figure title")
-    _add_direction_option(p)
-    _add_text_options(p)
-    _add_model_options(p, batch=False)
+    add_direction_option(p)
+    add_text_options(p)
+    add_model_options(p, batch=False)
     p.set_defaults(sentence=None)
     return p
 

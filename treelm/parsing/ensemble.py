@@ -2,28 +2,30 @@
 
 Shayegh et al., "Ensemble Distillation for Unsupervised Constituency Parsing" (ICLR 2024): for
 each sentence, the binary tree ``T* = argmax_T sum_k w_k |spans(T) ∩ spans(T_k)|`` over spans of
-2 to n-1 words (:mod:`treelm.syntax.average`, through the API's ``treelm.average_trees``).
+2 to n-1 words (:mod:`treelm.syntax.ensemble`, through the API's ``treelm.ensemble_trees``).
 
 A source is read over the sentences (a treebank's, as ``eval-parse`` reads them, or the
 whitespace-separated words of ``--input``'s lines):
 
 * a run directory: a language model with ON-LSTM layers, at the layer and rule it chose on dev
   trees for ``--checkpoint`` (``TreelmModel.choice``, as ``treelm parse`` reads it by default),
-  its trees those ``eval-parse`` scores (:func:`treelm.syntax.report.layer_trees`);
+  its trees those ``eval-parse`` scores (:func:`treelm.syntax.readings.read_parts`: each run is
+  loaded once and its levels read once, whatever the number of its readings);
 * ``RUN:LAYER:RULE``: that run at that layer and rule;
 * a tree file (:mod:`treelm.syntax.tree_files`: a tree a line, any labels).
 
 The trees go to stdout or ``-o``, one a line, as ``treelm parse --format brackets`` writes them
 (so that ``eval-parse --trees`` scores them, and they can be a source again). With
-``--treebank``, the scores are printed too (:func:`treelm.syntax.report.parsing_report` with
-every source and the average as named tree sets, and the baselines): on stdout when the trees
-go to a file, else on stderr.
+``--treebank``, the scores are printed too, as ``eval-parse`` prints them
+(:mod:`treelm.parsing.scoring`: :func:`treelm.syntax.report.parsing_report` with every source
+and the ensemble as named tree sets, and the baselines; the treebank's label columns): on stdout
+when the trees go to a file, else on stderr. A tree file's leaves are read as ``eval-parse
+--trees`` reads them (as written or normalised as the treebank's words; ``--match position``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -84,32 +86,47 @@ def weight_list(text: str) -> list[float]:
                                          f"(e.g. 2,1,1), got {text!r}") from None
 
 
-def _run_trees(args: argparse.Namespace, source: Source, sentences: list[list[str]]
-               ) -> tuple[str, list[Any]]:
-    """(the source's name in the table, its trees of ``sentences``): a run read at its dev
-    choice or at the reading given, said on stderr with its share of unknown words."""
+def _run_trees(args: argparse.Namespace, sources: list[Source], sentences: list[list[str]]
+               ) -> dict[int, tuple[str, list[Any]]]:
+    """Per run source (by its index in ``sources``): its name in the table and its trees of
+    ``sentences``, a run read at its dev choice or at the reading given, said on stderr with
+    its share of unknown words. Each run is loaded once and its levels read once
+    (:func:`treelm.syntax.readings.read_parts`), whatever the number of its readings."""
     from treelm.api.model import TreelmModel
     from treelm.run import open_run
-    from treelm.syntax.report import layer_trees
+    from treelm.syntax.readings import read_parts
 
-    args.source_run = source.path
-    run = open_run(args, expect="lm", attr="source_run")
-    model = TreelmModel(run)
-    if not model.layers:
-        raise TreelmError(f"{source.text}: the model has no ON-LSTM layers to read trees from")
-    choice = model.choice
-    assert choice is not None
-    layer = choice.layer if source.layer is None else source.layer
-    if layer not in model.layers:
-        raise TreelmError(f"{source.text}: layer {layer}: this model's ON-LSTM layers are "
-                          f"{', '.join(map(str, model.layers))}")
-    rule = source.rule or choice.rule
-    why = "given" if source.layer is not None else choice.why
-    trees, oov = layer_trees(run, sentences, [layer], rule, args.batch_size, args.unk)
+    out: dict[int, tuple[str, list[Any]]] = {}
+    paths = list(dict.fromkeys(s.path for s in sources if s.is_run))
     words = max(sum(len(s) for s in sentences), 1)
-    print(f"treelm ensemble: {source.text}: layer {layer}, {rule} rule ({why}); "
-          f"{100.0 * oov / words:.1f}% of words read as <unk>", file=sys.stderr, flush=True)
-    return f"{source.path} (layer {layer}, {rule})", trees[layer]
+    for path in paths:
+        args.source_run = path
+        run = open_run(args, expect="lm", attr="source_run")
+        model = TreelmModel(run)
+        mine = {k: s for k, s in enumerate(sources) if s.is_run and s.path == path}
+        readings = {}
+        for k, source in mine.items():
+            if not model.layers:
+                raise TreelmError(f"{source.text}: the model has no ON-LSTM layers to read "
+                                  "trees from")
+            choice = model.choice
+            assert choice is not None
+            layer = choice.layer if source.layer is None else source.layer
+            if layer not in model.layers:
+                raise TreelmError(f"{source.text}: layer {layer}: this model's ON-LSTM layers "
+                                  f"are {', '.join(map(str, model.layers))}")
+            why = "given" if source.layer is not None else choice.why
+            readings[k] = (layer, source.rule or choice.rule, why)
+        read = read_parts(run.model, run.vocab, {"": sentences},
+                          sorted({x[0] for x in readings.values()}),
+                          list(dict.fromkeys(x[1] for x in readings.values())),
+                          args.batch_size, args.unk)[""]
+        for k, (layer, rule, why) in readings.items():
+            print(f"treelm ensemble: {mine[k].text}: layer {layer}, {rule} rule ({why}); "
+                  f"{100.0 * read.oov / words:.1f}% of words read as <unk>", file=sys.stderr,
+                  flush=True)
+            out[k] = (f"{path} (layer {layer}, {rule})", read.trees[layer, rule])
+    return out
 
 
 def _sentences(args: argparse.Namespace) -> tuple[list[Any] | None, list[Any] | None,
@@ -134,23 +151,27 @@ def _source_trees(args: argparse.Namespace, sources: list[Source], sentences: li
                   full: list[int], every: list[Any] | None) -> list[tuple[str, list[Any]]]:
     """(name, trees of the sentences ``full`` indexes) of each source, in order; the tree files
     are read first, so that one that does not fit fails before any run is loaded."""
-    from treelm.syntax.tree_files import read_tree_file, treebank_tree_file
+    from treelm.parsing.scoring import tree_files
+    from treelm.syntax.tree_files import Respelt, read_tree_file
 
     read: list[tuple[str, list[Any]]] = [("", [])] * len(sources)
     for k, source in enumerate(sources):
         if source.is_run:
             continue
         if every is not None:
-            trees = treebank_tree_file(source.path, every, args.treebank, args.max_len)[1]
+            trees = tree_files([source.path], args.treebank, args.max_len, args.match,
+                               "ensemble")[1][source.path]
         else:
             where = "stdin" if args.input in (None, "-") else args.input
+            respelt = Respelt(source.path)
             trees = read_tree_file(source.path, sentences,
-                                   f"the {len(sentences)} lines of {where}")
+                                   f"the {len(sentences)} lines of {where}", args.match, respelt)
             trees = [trees[i] for i in full]
+            if args.match == "position":
+                print(respelt.note("ensemble"), file=sys.stderr, flush=True)
         read[k] = (source.path, trees)
-    for k, source in enumerate(sources):
-        if source.is_run:
-            read[k] = _run_trees(args, source, [sentences[i] for i in full])
+    for k, named in _run_trees(args, sources, [sentences[i] for i in full]).items():
+        read[k] = named
     return read
 
 
@@ -171,7 +192,7 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
     the scores, the average's F1 beside each source's and the baselines (on stdout with -o, else
     on stderr).
     """
-    from treelm.api.average import average_trees
+    from treelm.api.ensemble import ensemble_trees
     from treelm.syntax.trees import tree_to_brackets
 
     if args.input is None and args.treebank is None:
@@ -189,7 +210,7 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
     full = [i for i, words in enumerate(sentences) if words]
     read = _source_trees(args, sources, sentences, full, every)
     named = {f"[{k}] {name}": trees for k, (name, trees) in enumerate(read, 1)}
-    average = average_trees(list(named.values()), args.source_weights)
+    average = ensemble_trees(list(named.values()), args.source_weights)
     out_lines = [""] * len(sentences)
     for i, tree in zip(full, average):
         out_lines[i] = tree_to_brackets(tree)
@@ -201,20 +222,21 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     if golds is not None:
+        from treelm.parsing.scoring import print_report
         from treelm.syntax.baselines import DEFAULT_BASELINES
-        from treelm.syntax.report import format_table, parsing_report
+        from treelm.syntax.report import parsing_report
 
         weighted = "" if args.source_weights is None else ", weighted"
         named[f"tree average of {len(sources)} sources{weighted}"] = average
         report = parsing_report(args.treebank, args.max_len, golds=golds, trees=named,
                                 baselines=DEFAULT_BASELINES, seeds=range(5))
         report["weights"] = args.source_weights
-        shown = json.dumps(report) if args.format == "json" else format_table(report)
-        print(shown, file=sys.stdout if args.output else sys.stderr, flush=True)
+        print_report(report, args.format, file=sys.stdout if args.output else sys.stderr)
     return 0
 
 
 def add_ensemble(sub: Any) -> argparse.ArgumentParser:
+    from treelm.parsing.scoring import add_match_option
     from treelm.run import add_run_options
     from treelm.text.inputs import add_unk_option
 
@@ -238,6 +260,7 @@ def add_ensemble(sub: Any) -> argparse.ArgumentParser:
                    "(default: all 1)")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="the scores (--treebank): a table (default) or one JSON object")
+    add_match_option(p)
     add_run_options(p)
     add_unk_option(p, "word")
     p.add_argument("--batch-size", type=Number(int, at_least=1), default=256,

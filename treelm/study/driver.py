@@ -209,7 +209,7 @@ class Driver:
         if self.study.trees and self.study.trees.ensemble_groups:
             from treelm.study.ensemble import refresh
 
-            changed = refresh(record, self.study.trees) or changed
+            changed = refresh(record) or changed
         if changed or not path.exists() or resummarized(record) != before:
             write_record(path, record)
         self.state["record"] = str(path)

@@ -1,11 +1,12 @@
 """A study's ensembles: the tree average of its runs' readings, chosen on dev, reported on test.
 
 Tree averaging (Shayegh et al., "Ensemble Distillation for Unsupervised Constituency Parsing",
-ICLR 2024; :mod:`treelm.syntax.average`) gives, per sentence, the binary tree with the most span
+ICLR 2024; :mod:`treelm.syntax.ensemble`) gives, per sentence, the binary tree with the most span
 votes of its sources. A *source* here is one reading of one run: a checkpoint, a rule and a layer,
-whose trees on dev and test the record keeps as bits (``runs[key]["readings"]``, written by
-:func:`treelm.study.score.run_readings`), so every ensemble below is computed from the record,
-with no model loaded.
+whose trees on dev and test the study keeps as bits (``runs[key]["readings"]``, written by
+:func:`treelm.study.score.score_trees`; in the kept-trees file beside the record,
+:mod:`treelm.study.record`), so every ensemble below is computed from them, with no model
+loaded.
 
 For each group of runs (``score.trees.ensemble``: a variant's seeds, or ``all``: every run) and
 each scored checkpoint ``c``, the reading sets are
@@ -76,20 +77,20 @@ def groups(study: dict[str, Any], runs: dict[str, dict[str, Any]]) -> dict[str, 
 
 
 def study_ensembles(record: dict[str, Any], golds: dict[str, list[Any]],
-                    average: Callable[..., list[Any]] | None = None) -> dict[str, Any]:
+                    ensemble: Callable[..., list[Any]] | None = None) -> dict[str, Any]:
     """The ensembles of ``record`` (module docstring) against ``golds`` (``{"dev": [...],
     "test": [...]}``, the treebanks' gold trees in the record's order). Runs without readings
     (recorded before they were kept) are left out, and said so in ``missing``."""
-    from treelm.syntax.metrics import brackets, f1_score, sentence_prf
+    from treelm.study.parts import test_part
+    from treelm.syntax.metrics import brackets, span_prf
     from treelm.syntax.tree_codes import decode_trees
 
-    if average is None:
-        from treelm.syntax.average import average_trees as average
+    if ensemble is None:
+        from treelm.syntax.ensemble import ensemble_trees as ensemble
     study = record["study"]
     trees = study["score"]["trees"]
     rules, checkpoints = trees["rules"], trees["checkpoints"]
     lengths = {p: [len(g.words) for g in gs] for p, gs in golds.items()}
-    cuts = {f"test_{n}": n for n in trees.get("test_max_len") or [] if n is not None}
     decoded: dict[tuple[str, Reading, str], list[Any]] = {}
 
     def trees_of(key: str, reading: Reading, part: str) -> list[Any]:
@@ -101,21 +102,20 @@ def study_ensembles(record: dict[str, Any], golds: dict[str, list[Any]],
 
     gold_spans = {p: [brackets(g.tree if hasattr(g, "labeled_spans") else g) for g in gs]
                   for p, gs in golds.items()}
+    # what each part is scored as: dev; test at all lengths and at each test_max_len
+    cuts = {"dev": [("dev", None)],
+            "test": [("test", None), *((test_part(n), n) for n in trees.get("test_max_len") or []
+                                       if n is not None)]}
 
     def score(pred: list[Any], part: str) -> dict[str, dict[str, float]]:
-        """Sentence and corpus F1 as :mod:`treelm.syntax.metrics` computes them, the gold
+        """Sentence and corpus F1 by :func:`treelm.syntax.metrics.span_prf`, the gold
         brackets read once."""
         out = {}
         spans = [brackets(t) for t in pred]
-        for name, n in ([(part, None)] if part == "dev" else
-                        [("test", None), *cuts.items()]):
+        for name, n in cuts[part]:
             keep = [i for i, g in enumerate(golds[part]) if n is None or len(g.words) <= n]
-            pairs = [(spans[i], gold_spans[part][i]) for i in keep]
-            match = sum(len(p & g) for p, g in pairs)
-            n_pred, n_gold = sum(len(p) for p, _ in pairs), sum(len(g) for _, g in pairs)
-            corpus = f1_score(match / n_pred if n_pred else 0.0, match / n_gold if n_gold else 0.0)
-            out[name] = {"sentence_f1": sum(sentence_prf(p, g).f1 for p, g in pairs) / len(pairs),
-                         "corpus_f1": corpus}
+            sent, corpus = span_prf((spans[i], gold_spans[part][i]) for i in keep)
+            out[name] = {"sentence_f1": sent.f1, "corpus_f1": corpus.f1}
         return out
 
     result: dict[str, Any] = {"groups": {}, "missing": []}
@@ -130,7 +130,7 @@ def study_ensembles(record: dict[str, Any], golds: dict[str, list[Any]],
         for name, sources in sets.items():
             scores: dict[str, Any] = {"runs": len(keys), "sources": len(sources)}
             for part in [p for p in ("dev", "test") if p in golds]:
-                pred = average([trees_of(k, x, part) for k, x in sources])
+                pred = ensemble([trees_of(k, x, part) for k, x in sources])
                 scores.update(score(pred, part))
             if name.startswith("own@") and "+" not in name:
                 # beside it, the mean ± std of the same runs read alone (each its own choice)
@@ -138,7 +138,7 @@ def study_ensembles(record: dict[str, Any], golds: dict[str, list[Any]],
                 scores["single"] = {
                     part: mean_std([usable[k]["trees"][c][rule][part][layer]["sentence_f1"]
                                     for k, (_, rule, layer) in sources])
-                    for part in scores if part in ("dev", "test", *cuts)
+                    for part in scores if part in [name for c in cuts.values() for name, _ in c]
                     and all(part in usable[k]["trees"][c][rule] for k, (_, rule, _) in sources)}
             entry[name] = scores
         result["groups"][g] = entry
@@ -181,19 +181,21 @@ def status_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def refresh(record: dict[str, Any], trees: Any) -> bool:
+def refresh(record: dict[str, Any]) -> bool:
     """Recompute ``record["ensembles"]`` where the runs with kept trees, or the study's
-    ``score.trees.ensemble``, changed since it was made; whether it changed. The gold trees are
-    read from the study's dev and test treebanks (``trees``: its ``score.trees``)."""
+    ``score.trees.ensemble``, changed since it was made; whether it changed. The study is read
+    from the record's copy of it (``record["study"]``), as :func:`study_ensembles` reads it; the
+    gold trees from its dev and test treebanks."""
     from treelm.syntax.report import load_golds
 
+    trees = record["study"]["score"]["trees"]
     have = sorted(k for k, r in record["runs"].items() if r.get("readings"))
-    want = {"runs": have, "ensemble": trees.ensemble}
+    want = {"runs": have, "ensemble": trees["ensemble"]}
     old = record.get("ensembles") or {}
     if {k: old.get(k) for k in want} == want:
         return False
-    golds = {"dev": load_golds(trees.dev)}
-    if trees.test:
-        golds["test"] = load_golds(trees.test)
+    golds = {"dev": load_golds(trees["dev"])}
+    if trees["test"]:
+        golds["test"] = load_golds(trees["test"])
     record["ensembles"] = {**want, **study_ensembles(record, golds)}
     return True

@@ -69,6 +69,7 @@ def s_(n: int, word: str) -> str:
 
 
 def test_parts(trees: dict[str, Any]) -> list[str]:
-    if not trees.get("test"):
-        return []
-    return ["test" if n is None else f"test_{n}" for n in trees["test_max_len"]]
+    """The names of the test parts of ``score.trees`` (:func:`treelm.study.parts.tree_parts`)."""
+    from treelm.study.parts import tree_parts
+
+    return [name for name, _, _ in tree_parts(trees)[1:]]

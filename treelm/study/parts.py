@@ -13,24 +13,26 @@ study, by the trivial trees and the rule control (:func:`tree_baselines`, the re
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from treelm.study.spec import Trees
 
 
-def part_name(max_len: int | None, base: str = "test") -> str:
-    """``test`` for every sentence of ``base``, ``test_<max_len>`` for its short ones."""
-    return base if max_len is None else f"{base}_{max_len}"
+def test_part(max_len: int | None) -> str:
+    """The record's name of the test part at <= ``max_len`` words: ``test`` (all), ``test_10``."""
+    return "test" if max_len is None else f"test_{max_len}"
 
 
-def tree_parts(dev: str, test: str | None,
-               test_max_len: list[int | None]) -> list[tuple[str, str, int | None]]:
-    """Each part scored, as ``(name, treebank, max_len)``: dev, then test once per
-    ``test_max_len`` (none where there is no test treebank)."""
-    parts: list[tuple[str, str, int | None]] = [("dev", dev, None)]
-    if test:
-        parts += [(part_name(n), test, n) for n in test_max_len]
+def tree_parts(trees: Mapping[str, Any]) -> list[tuple[str, str, int | None]]:
+    """The parts a study scores trees on, named as its record names them: ``(name, treebank,
+    max_len)`` for dev, then for test once per ``test_max_len`` (:func:`test_part`).
+    ``trees``: ``score.trees`` as the record keeps it."""
+    parts: list[tuple[str, str, int | None]] = [("dev", trees.get("dev"), None)]
+    if trees.get("test"):
+        parts += [(test_part(n), trees["test"], n) for n in trees["test_max_len"]]
     return parts
 
 
@@ -40,7 +42,7 @@ def tree_baselines(trees: Trees) -> dict[str, Any]:
     from treelm.syntax.report import parsing_report
 
     out = {}
-    for name, treebank, max_len in tree_parts(trees.dev, trees.test, trees.test_max_len):
+    for name, treebank, max_len in tree_parts(dataclasses.asdict(trees)):
         # the trivial trees and the rule control (random levels through each tree rule)
         rep = parsing_report(treebank, max_len, baselines=(*DEFAULT_BASELINES, *RULE_CONTROLS))
         out[name] = {"n_sentences": rep["n_sentences"], "n_words": rep["n_words"],

@@ -13,11 +13,15 @@ recomputed from the entries at every write, so it never disagrees with them:
     the study's choice:    the variant (and rule) whose chosen layer has the best dev mean,
                            where ``choose`` names them; test is only reported.
 
-``schema: 1`` marks this layout; ``script: "study"`` tells it from other benchmark records.
+``schema: 1`` marks this layout; ``script: "study"`` tells it from other benchmark records. The
+runs' kept trees (every reading as bits, megabytes for a study of ten runs) are not in it but
+in a gzip file beside it that it names (``kept_trees``: ``<study>-<date>.trees.json.gz``), so
+that the record stays a small file to read; :func:`read_record` reads them back into the runs.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 from collections.abc import Sequence
@@ -25,7 +29,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from treelm.rundir.files import atomic_write_text
+from treelm.rundir.files import atomic_write_bytes, atomic_write_text
 
 SCHEMA = 1
 
@@ -166,7 +170,15 @@ def new_record(study_desc: dict[str, Any], command: str, machine: dict[str, Any]
             "runs": {}, "summary": {}}
 
 
+def kept_trees_path(path: Path) -> Path:
+    """The file of a record's kept trees, beside it: ``<study>-<date>.trees.json.gz``."""
+    return path.with_name(f"{path.stem}.trees.json.gz")
+
+
 def read_record(path: Path) -> dict[str, Any]:
+    """The record at ``path`` with its runs' kept trees (``readings``) read back into them from
+    the file it names (``kept_trees``, a detail of the files that :func:`write_record` sets
+    again, dropped here); a record written before that file existed keeps them inline."""
     from treelm.errors import TreelmError
 
     try:
@@ -175,16 +187,39 @@ def read_record(path: Path) -> dict[str, Any]:
         raise TreelmError(f"{path}: cannot read the study's record ({e})") from None
     if rec.get("script") != "study" or rec.get("schema") != SCHEMA:
         raise TreelmError(f"{path}: not a study record of schema {SCHEMA}")
+    if rec.get("kept_trees"):
+        kept = path.with_name(rec.pop("kept_trees"))
+        try:
+            runs = json.loads(gzip.decompress(kept.read_bytes()))["runs"]
+        except (OSError, EOFError, ValueError, KeyError) as e:
+            raise TreelmError(f"{kept}: cannot read the study's kept trees ({e})") from None
+        for key, readings in runs.items():
+            if key in rec["runs"]:
+                rec["runs"][key]["readings"] = readings
     return rec
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
-    """The record with its summary recomputed, written atomically."""
+    """The record with its summary recomputed, written atomically: a small readable JSON file,
+    its runs' kept trees (``readings``, megabytes of bits) in a compressed file beside it
+    (:func:`kept_trees_path`, written deterministically: the same trees, the same bytes) that
+    it names (``kept_trees``). ``record`` keeps its readings."""
     record["summary"] = summarize(record)
     record["runs"] = dict(sorted(record["runs"].items(),
                                  key=lambda kv: (kv[1]["seed"], kv[1]["variant"])))
+    kept = {k: r["readings"] for k, r in record["runs"].items() if r.get("readings")}
+    small = {**record, "runs": {k: {f: v for f, v in r.items() if f != "readings"}
+                                for k, r in record["runs"].items()}}
+    small.pop("kept_trees", None)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    if kept:
+        trees = kept_trees_path(path)
+        data = gzip.compress(json.dumps({"runs": kept}, separators=(",", ":")).encode(),
+                             compresslevel=9, mtime=0)
+        if not trees.exists() or trees.read_bytes() != data:
+            atomic_write_bytes(trees, data)
+        small["kept_trees"] = trees.name
+    atomic_write_text(path, json.dumps(small, indent=1, ensure_ascii=False) + "\n")
 
 
 def newest_record(results: Path, name: str) -> Path | None:

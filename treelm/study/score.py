@@ -8,9 +8,10 @@
     readings[c][rule][k][p] = the trees of layer k of checkpoint c under ``rule`` on ``p`` (dev,
                               test at all lengths), as bits (treelm.syntax.tree_codes)
 
-The figures are those :func:`treelm.syntax.report.parsing_report` and ``Task.evaluate`` give, the
-functions behind ``treelm eval-parse`` and ``treelm eval``, so a record's number is the number
-those verbs print for the same run and checkpoint.
+The figures are those of the functions behind ``treelm eval-parse`` (the trees of
+:func:`treelm.syntax.readings.read_parts`, the F1s of :func:`treelm.syntax.metrics.span_prf`) and
+``treelm eval`` (``Task.evaluate``), so a record's number is the number those verbs print for the
+same run and checkpoint. Each checkpoint is loaded once and each part's levels read once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from treelm.rundir.files import RunFiles, read_metrics
+from treelm.study.parts import tree_parts
 
 #: Fields of a validation event that are bookkeeping, not scores.
 _NOT_SCORES = ("event", "epoch", "step", "elapsed", "tokens", "initial", "budget_end",
@@ -51,82 +53,74 @@ def curve(run: Path) -> list[dict[str, Any]]:
     return points
 
 
-def part_name(max_len: int | None, base: str = "test") -> str:
-    return base if max_len is None else f"{base}_{max_len}"
-
-
-def _f1s(report: dict[str, Any]) -> dict[str, Any]:
-    return {k: {"sentence_f1": v["sentence_f1"], "corpus_f1": v["corpus_f1"]}
-            for k, v in report["layers"].items()}
-
-
 def score_trees(run_dir: Path, trees: dict[str, Any]) -> dict[str, Any]:
-    """Every checkpoint of ``trees["checkpoints"]``: each layer under each rule on dev and on
-    test (once per ``test_max_len``), and the trees of ``trees["sentences"]``."""
+    """Every checkpoint of ``trees["checkpoints"]``, loaded once: each layer under each rule on
+    dev and on test (once per ``test_max_len``), the trees of ``trees["sentences"]`` and every
+    reading kept. The levels of each part are read once per checkpoint
+    (:func:`treelm.syntax.readings.read_parts`), a test part of <= n words being the subset of
+    test's trees; the F1s are :func:`treelm.syntax.metrics.span_prf`'s, as ``eval-parse``
+    computes them."""
     import torch
 
     from treelm.run import load_run
-    from treelm.syntax.levels import sentence_levels
-    from treelm.syntax.report import parsing_report
+    from treelm.syntax.metrics import brackets, span_prf
+    from treelm.syntax.readings import read_parts
+    from treelm.syntax.report import load_golds
+    from treelm.syntax.tree_codes import encode_trees
 
-    parts = [("dev", trees["dev"], None)]
+    golds = {"dev": load_golds(trees["dev"])}
     if trees.get("test"):
-        parts += [(part_name(n), trees["test"], n) for n in trees["test_max_len"]]
+        golds["test"] = load_golds(trees["test"])
+    gold_spans = {p: [brackets(g.tree) for g in gs] for p, gs in golds.items()}
+    words = {p: [g.words for g in gs] for p, gs in golds.items()}
     layers = None if trees["layers"] == "all" else trees["layers"]
+    rules = trees["rules"]
     out: dict[str, Any] = {}
+    readings: dict[str, Any] = {}
     sentences: dict[str, Any] = {}
     for checkpoint in trees["checkpoints"]:
         r = load_run(run_dir, checkpoint, expect="lm")
         if torch.cuda.is_available():   # read on the GPU where there is one: at the paper's
-            r.model.cuda()              # width the CPU reads ~350 words/s (2 threads), and the
-            #                             six sweeps of dev and test are ~200k words per run
+            r.model.cuda()              # width the CPU reads ~350 words/s (2 threads)
+        read = read_parts(r.model, r.vocab, words, layers, rules)
         scores: dict[str, Any] = {}
-        for rule in trees["rules"]:
-            for name, treebank, max_len in parts:
-                rep = parsing_report(treebank, max_len, run=r, layers=layers, style=rule,
-                                     checkpoint=checkpoint, baselines=())
-                scores.setdefault(rule, {})[name] = _f1s(rep)
-                scores[rule]["oov_" + name] = rep["oov_words"] / max(rep["n_words"], 1)
+        for rule in rules:
+            for name, _, max_len in tree_parts(trees):
+                part = "dev" if name == "dev" else "test"
+                keep = [i for i, g in enumerate(golds[part])
+                        if max_len is None or len(g.words) <= max_len]
+                f1s = {}
+                for (k, rr), tr in read[part].trees.items():
+                    if rr == rule:
+                        sent, corpus = span_prf((brackets(tr[i]), gold_spans[part][i])
+                                                for i in keep)
+                        f1s[str(k)] = {"sentence_f1": sent.f1, "corpus_f1": corpus.f1}
+                scores.setdefault(rule, {})[name] = f1s
+                oov = sum(read[part].unknown[i] for i in keep)
+                scores[rule]["oov_" + name] = oov / max(sum(len(words[part][i]) for i in keep), 1)
         out[checkpoint] = scores
+        readings[checkpoint] = kept_readings(read, rules, encode_trees)
         if trees.get("sentences") and checkpoint == trees["checkpoints"][0]:
-            words = [r.tokenizer.read_line(s) for s in trees["sentences"]]
-            for text, lv in zip(trees["sentences"], sentence_levels(r.model, r.vocab, words)):
-                sentences[text] = {rule: {str(k): lv.tree(k, rule) for k in lv.layers}
-                                   for rule in trees["rules"]}
-    readings = {c: run_readings(run_dir, c, trees) for c in trees["checkpoints"]}
+            said = [r.tokenizer.read_line(s) for s in trees["sentences"]]
+            mine = read_parts(r.model, r.vocab, {"sentences": said}, None, rules)["sentences"]
+            for i, text in enumerate(trees["sentences"]):
+                sentences[text] = {rule: {str(k): tr[i] for (k, rr), tr in mine.trees.items()
+                                          if rr == rule} for rule in rules}
     return {"trees": out, "readings": readings,
             **({"sentences": sentences} if sentences else {})}
 
 
-def run_readings(run_dir: Path, checkpoint: str, trees: dict[str, Any]) -> dict[str, Any]:
-    """Every tree a checkpoint reads, on dev and on test at all lengths, as bits
-    (:mod:`treelm.syntax.tree_codes`): ``{rule: {layer: {part: code}}}``. What ensembles of the
-    study's runs are made of, kept in the record so that they need no retraining. The trees are
-    those :func:`parsing_report` scores (the same levels, :func:`build_tree` under each rule)."""
-    import torch
-
-    from treelm.run import load_run
-    from treelm.syntax.levels import onlstm_layers, sentence_levels
-    from treelm.syntax.report import load_golds
-    from treelm.syntax.tree_codes import encode_trees
-    from treelm.syntax.trees import build_tree
-
-    r = load_run(run_dir, checkpoint, expect="lm")
-    if torch.cuda.is_available():
-        r.model.cuda()
-    layers = onlstm_layers(r.model) if trees["layers"] == "all" else trees["layers"]
+def kept_readings(read: dict[str, Any], rules: list[str], encode: Any) -> dict[str, Any]:
+    """Every tree a checkpoint read, on dev and on test at all lengths, as bits (``encode``:
+    :func:`treelm.syntax.tree_codes.encode_trees`): ``{rule: {layer: {part: code}}}``. What
+    ensembles of the study's runs are made of, kept beside the record so that they need no
+    retraining: the very trees its scores are of."""
     out: dict[str, Any] = {}
-    for part, treebank in (("dev", trees["dev"]), ("test", trees.get("test"))):
-        if not treebank:
-            continue
-        golds = load_golds(treebank)
-        levels = sentence_levels(r.model, r.vocab, [g.words for g in golds])
-        for k in layers:
-            row = levels[0].row(k)
-            for rule in trees["rules"]:
-                tr = [build_tree(lv.df[row], list(range(len(g.words))), rule)
-                      for lv, g in zip(levels, golds)]
-                out.setdefault(rule, {}).setdefault(str(k), {})[part] = encode_trees(tr)
+    for rule in rules:
+        for part, got in read.items():
+            for (k, rr), tr in got.trees.items():
+                if rr == rule:
+                    out.setdefault(rule, {}).setdefault(str(k), {})[part] = encode(tr)
     return out
 
 

@@ -19,8 +19,12 @@
 * :mod:`treelm.syntax.parse` -- reading input lines into levels, a chunk at a time;
 * :mod:`treelm.syntax.tree_files` -- files of bracketed trees from any parser (one a line, any
   labels), read against the sentences they parse;
-* :mod:`treelm.syntax.average` -- tree averaging (Shayegh et al., ICLR 2024): per sentence, the
-  binary tree sharing the most spans with K sources' trees, by dynamic programming over spans.
+* :mod:`treelm.syntax.readings` -- every (layer, rule) tree of a checkpoint over the sentences
+  of some parts, the levels read once per part: what eval-parse, parse, ensemble, the
+  training-time tracker and a study's scoring build their trees with (imported lazily: torch);
+* :mod:`treelm.syntax.ensemble` -- tree ensembles (tree averaging, Shayegh et al., ICLR 2024):
+  per sentence, the binary tree sharing the most spans with K sources' trees, by dynamic
+  programming over spans.
 
 The verbs ``parse``, ``eval-parse``, ``ensemble``, ``plot`` and ``plot-tree`` are in
 :mod:`treelm.parsing`, above the API (:mod:`treelm.api`), which reads trees through this package.
@@ -28,13 +32,6 @@ The verbs ``parse``, ``eval-parse``, ``ensemble``, ``plot`` and ``plot-tree`` ar
 Gold trees come from :mod:`treelm.data.treebank`.
 """
 
-from treelm.syntax.average import (
-    average_tree,
-    average_trees,
-    best_binary_tree,
-    span_votes,
-    tree_votes,
-)
 from treelm.syntax.baselines import (
     balanced,
     balanced_left,
@@ -42,6 +39,13 @@ from treelm.syntax.baselines import (
     left_branching,
     random_tree,
     right_branching,
+)
+from treelm.syntax.ensemble import (
+    best_binary_tree,
+    ensemble_tree,
+    ensemble_trees,
+    span_votes,
+    tree_votes,
 )
 from treelm.syntax.metrics import (
     PRF,
@@ -51,12 +55,14 @@ from treelm.syntax.metrics import (
     label_recall,
     sentence_f1,
     sentence_prf,
+    span_prf,
 )
 from treelm.syntax.tree_files import read_tree, read_tree_file, read_tree_lines
 from treelm.syntax.trees import (
     ascii_tree,
     build_tree,
     leaf_depths,
+    leaves_and_spans,
     mean_leaf_depth,
     mirror_tree,
     read_bracket_tree,
@@ -71,18 +77,19 @@ from treelm.syntax.trees import (
 __all__ = [
     "PRF",
     "ascii_tree",
-    "average_tree",
-    "average_trees",
     "balanced",
     "balanced_left",
     "best_binary_tree",
     "brackets",
     "build_tree",
     "corpus_f1",
+    "ensemble_tree",
+    "ensemble_trees",
     "evaluate",
     "evaluate_baselines",
     "label_recall",
     "leaf_depths",
+    "leaves_and_spans",
     "left_branching",
     "mean_leaf_depth",
     "mirror_tree",
@@ -95,6 +102,7 @@ __all__ = [
     "right_branching",
     "sentence_f1",
     "sentence_prf",
+    "span_prf",
     "span_votes",
     "tree_depth",
     "tree_leaves",

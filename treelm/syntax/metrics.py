@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from treelm.syntax.trees import Tree, leaf_depths, spans_and_length, tree_spans
+from treelm.syntax.trees import Tree, leaf_depths, leaves_and_spans, tree_spans
 
 Span = tuple[int, int]
 
@@ -56,9 +56,9 @@ def brackets(tree: Tree) -> set[Span]:
 
 
 def _brackets_and_length(tree: Tree) -> tuple[set[Span], int]:
-    spans, n = spans_and_length(tree)
-    spans.discard((0, n))
-    return spans, n
+    leaves, spans = leaves_and_spans(tree)
+    spans.discard((0, len(leaves)))
+    return spans, len(leaves)
 
 
 def sentence_prf(pred: set[Span], gold: set[Span]) -> PRF:
@@ -91,35 +91,49 @@ def _bracket_pairs(
         yield pred_spans, gold_spans, n_gold
 
 
-def mean_prf(pairs: Iterable[tuple[set[Span], set[Span]]]) -> PRF:
-    """Mean over sentences of :func:`sentence_prf` of ``(pred, gold)`` bracket sets: the sentence
-    F1 of :func:`sentence_f1` for callers that keep the gold brackets between evaluations."""
-    scores = [sentence_prf(p, g) for p, g in pairs]
+def span_prf(pairs: Iterable[tuple[set[Span], set[Span]]]) -> tuple[PRF, PRF]:
+    """``(sentence, corpus)`` P/R/F1 of ``(pred, gold)`` bracket sets, one pair per sentence:
+    the one F1 over span sets, which :func:`sentence_f1`, :func:`corpus_f1`, :func:`evaluate`,
+    the training-time tracker and a study's ensembles all compute with (callers that keep the
+    gold brackets between evaluations pass sets). Sentence: the mean over sentences of
+    :func:`sentence_prf`; corpus: the micro average over all brackets (0 when a denominator is
+    0).
+
+    Raises:
+        ValueError: no pair.
+    """
+    scores: list[PRF] = []
+    match = n_pred = n_gold = 0
+    for pred, gold in pairs:
+        scores.append(sentence_prf(pred, gold))
+        match += len(pred & gold)
+        n_pred += len(pred)
+        n_gold += len(gold)
     if not scores:
         raise ValueError("no sentences to evaluate")
     k = len(scores)
-    return PRF(
-        sum(s.precision for s in scores) / k,
-        sum(s.recall for s in scores) / k,
-        sum(s.f1 for s in scores) / k,
-    )
+    sentence = PRF(sum(s.precision for s in scores) / k, sum(s.recall for s in scores) / k,
+                   sum(s.f1 for s in scores) / k)
+    precision = match / n_pred if n_pred else 0.0
+    recall = match / n_gold if n_gold else 0.0
+    return sentence, PRF(precision, recall, f1_score(precision, recall))
+
+
+def mean_prf(pairs: Iterable[tuple[set[Span], set[Span]]]) -> PRF:
+    """The sentence P/R/F1 of :func:`span_prf`."""
+    return span_prf(pairs)[0]
 
 
 def sentence_f1(pred_trees: Sequence[Tree], golds: Sequence[Any]) -> PRF:
     """Mean over sentences of per-sentence P, R and F1 (ON-LSTM / PRPN "F1")."""
-    return mean_prf((p, g) for p, g, _ in _bracket_pairs(pred_trees, golds))
+    return span_prf((p, g) for p, g, _ in _bracket_pairs(pred_trees, golds))[0]
 
 
 def corpus_f1(pred_trees: Sequence[Tree], golds: Sequence[Any]) -> PRF:
     """Micro-averaged P/R/F1 over all brackets of the corpus (Compound PCFG "Corpus F1")."""
-    match = n_pred = n_gold = 0
-    for pred, gold, _ in _bracket_pairs(pred_trees, golds):
-        match += len(pred & gold)
-        n_pred += len(pred)
-        n_gold += len(gold)
-    precision = match / n_pred if n_pred else 0.0
-    recall = match / n_gold if n_gold else 0.0
-    return PRF(precision, recall, f1_score(precision, recall))
+    if not len(pred_trees) and not len(golds):
+        return PRF(0.0, 0.0, 0.0)
+    return span_prf((p, g) for p, g, _ in _bracket_pairs(pred_trees, golds))[1]
 
 
 def label_recall(
@@ -178,8 +192,7 @@ def evaluate(
         "label_counts": {label: [matched, total]}, "mean_depth_pred", "mean_depth_gold",
         "mean_leaf_depth_pred", "mean_leaf_depth_gold"}``; scores are fractions in [0, 1].
     """
-    sent = sentence_f1(pred_trees, golds)
-    corp = corpus_f1(pred_trees, golds)
+    sent, corp = span_prf((p, g) for p, g, _ in _bracket_pairs(pred_trees, golds))
     depth_pred, leaf_pred = mean_depth(pred_trees)
     depth_gold, leaf_gold = mean_depth(_gold_tree(g) for g in golds)
     result: dict[str, Any] = {

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from treelm.data.treebank import (
@@ -25,14 +25,19 @@ from treelm.data.treebank import (
     TreebankError,
     TreebankNotFound,
     load_treebank,
+    normalize_word,
 )
 from treelm.errors import TreelmError
 from treelm.syntax.baselines import DEFAULT_BASELINES, evaluate_baselines
 from treelm.syntax.metrics import evaluate, label_recall, mean_depth
-from treelm.syntax.trees import Tree, ascii_tree, build_tree, tree_to_brackets, tree_to_json
+from treelm.syntax.readings import level_trees, read_parts
+from treelm.syntax.tree_files import Respelt, treebank_tree_file
+from treelm.syntax.trees import Tree, ascii_tree, tree_to_brackets, tree_to_json
 
 #: Label-recall columns of the table by default (the paper's Table 2 shows these six).
 TABLE_LABELS = ("NP", "VP", "PP", "ADJP", "SBAR", "ADVP")
+#: The Sinica Treebank's most frequent phrase categories (GP: a phrase headed by a localiser).
+SINICA_LABELS = ("S", "NP", "VP", "PP", "GP")
 #: Row titles of the baselines in the table.
 BASELINE_TITLES = {"random": "random trees", "balanced": "balanced trees",
                    "balanced_left": "balanced trees (left-heavy)",
@@ -73,49 +78,39 @@ def load_golds(treebank: str | os.PathLike[str], max_len: int | None = None) -> 
     return golds
 
 
-def layer_trees(run: Any, sentences: Sequence[Sequence[str]], layers: Sequence[int],
-                style: str = "official", batch_size: int = 256, unk: str = "map"
-                ) -> tuple[dict[int, list[Tree]], int]:
-    """``({layer: one tree per sentence}, number of out-of-vocabulary words)``: the trees a
-    run's ON-LSTM layers read off word lists, as ``eval-parse`` scores them (and as ``treelm
-    parse`` prints them for the same words at that layer and rule).
-
-    The levels of all layers come from one batched pass over the sentences
-    (:func:`treelm.syntax.levels.sentence_levels`); each layer then makes its own trees.
-    """
-    from treelm.syntax.levels import sentence_levels
-
-    levels = sentence_levels(run.model, run.vocab, sentences, batch_size, unk)
-    trees = {}
-    for k in layers:
-        row = levels[0].row(k)
-        trees[k] = [build_tree(lv.df[row], words, style) for lv, words in zip(levels, sentences)]
-    return trees, sum(len(lv.unknown) for lv in levels)
+def word_normalizer(treebank: str | os.PathLike[str]) -> Callable[[str], str]:
+    """How :func:`load_golds` normalises ``treebank``'s words, so that another parser's leaves
+    can be read as it reads its own: the PTB protocol's lower case and digit runs -> ``N``
+    (:func:`treelm.data.treebank.normalize_word`), none for the Sinica treebanks."""
+    if os.fspath(treebank) in SINICA_NAMES:
+        return str
+    return normalize_word
 
 
-def evaluate_layers(run: Any, golds: Sequence[GoldTree], layers: Sequence[int],
-                    style: str = "official", batch_size: int = 256, unk: str = "map"
-                    ) -> tuple[dict[int, dict[str, Any]], int]:
-    """``({layer: evaluate(...)}, number of out-of-vocabulary words)`` for a run's model: the
-    trees of :func:`layer_trees` over the gold sentences, scored."""
-    trees, oov = layer_trees(run, [g.words for g in golds], layers, style, batch_size, unk)
-    return {k: evaluate(t, golds) for k, t in trees.items()}, oov
+def table_labels(treebank: str | os.PathLike[str], labels: Sequence[str] | None = None
+                 ) -> Sequence[str]:
+    """The label columns of :func:`format_table` for ``treebank``: ``labels`` where given, else
+    the Sinica treebanks' most frequent categories or the paper's six."""
+    if labels is not None:
+        return labels
+    return SINICA_LABELS if os.fspath(treebank).startswith("sinica") else TABLE_LABELS
 
 
 def tree_file_golds(paths: Sequence[str | os.PathLike[str]], treebank: str | os.PathLike[str],
-                    max_len: int | None = None
+                    max_len: int | None = None, match: str = "words",
+                    respelt: list[Respelt] | None = None
                     ) -> tuple[list[GoldTree], dict[str, list[Tree]]]:
     """The gold trees of ``treebank`` (of at most ``max_len`` words) and, for each tree file of
     ``paths`` (:mod:`treelm.syntax.tree_files`: a tree a line, for every sentence of the
     treebank or for those of at most ``max_len`` words), its trees of those sentences, by path
-    as given: what ``eval-parse --trees`` scores.
+    as given: what ``eval-parse --trees`` scores. Leaves are read as words written or
+    normalised as the treebank's are (:func:`word_normalizer`), or by position (``match``);
+    a :class:`~treelm.syntax.tree_files.Respelt` per file goes to ``respelt``.
 
     Raises:
         TreelmError: see :func:`load_golds`; a file with a wrong number of lines, or a line that
         is not its sentence's tree (the file, the line and the first word that differs).
     """
-    from treelm.syntax.tree_files import treebank_tree_file
-
     every = load_golds(treebank)
     golds = [g for g in every if max_len is None or len(g.words) <= max_len]
     if not golds:
@@ -123,8 +118,11 @@ def tree_file_golds(paths: Sequence[str | os.PathLike[str]], treebank: str | os.
                           "evaluate")
     trees: dict[str, list[Tree]] = {}
     for path in paths:    # (the golds each file goes with are these, in this order)
-        _, trees[os.fspath(path)] = treebank_tree_file(path, every, os.fspath(treebank),
-                                                       max_len)
+        lines = Respelt(os.fspath(path))
+        _, trees[os.fspath(path)] = treebank_tree_file(
+            path, every, os.fspath(treebank), max_len, word_normalizer(treebank), match, lines)
+        if respelt is not None:
+            respelt.append(lines)
     return golds, trees
 
 
@@ -198,8 +196,10 @@ def parsing_report(treebank: str | os.PathLike[str], max_len: int | None = None,
             from treelm.syntax.levels import onlstm_layers
 
             layers = onlstm_layers(run.model)
-        results, oov = evaluate_layers(run, golds, layers, style, batch_size, unk)
-        report.update(run=str(run.path), checkpoint=checkpoint, oov_words=oov,
+        read = read_parts(run.model, run.vocab, {"": [g.words for g in golds]}, layers,
+                          [style], batch_size, unk)[""]
+        results = {k: evaluate(read.trees[k, style], golds) for k in layers}
+        report.update(run=str(run.path), checkpoint=checkpoint, oov_words=read.oov,
                       layers={str(k): v for k, v in results.items()},
                       best_layer=max(results, key=lambda k: results[k]["sentence_f1"]))
     return report
@@ -287,7 +287,7 @@ def format_parse(tokens: list[str], lv: Any, layers: Sequence[int], fmt: str, st
             return json.dumps({"sentence": text, "tokens": [], "unknown": [], "parses": []},
                               ensure_ascii=False)
         return ""
-    trees = {k: lv.tree(k, style) for k in layers}
+    trees = {k: t[0] for (k, _), t in level_trees([lv], layers, [style]).items()}
     if fmt == "json":
         parses = []
         for k in layers:

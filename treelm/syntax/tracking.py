@@ -6,9 +6,9 @@ read off each ON-LSTM layer ``k`` under each tree rule ``r`` on a treebank of go
     parse_f1/r/Lk = (1/S) Σ_s F1(brackets(build_tree(d_f^k(s), r)), brackets(gold(s)))
 
 the number ``treelm eval-parse RUN --treebank T --style r`` reports for layer ``k`` (the same
-functions compute it: :func:`treelm.syntax.levels.sentence_levels`,
-:func:`treelm.syntax.trees.build_tree`, :func:`treelm.syntax.metrics.sentence_f1`'s mean, the
-gold brackets read once), as a fraction. The figures are logged beside the validation loss.
+functions compute it: :func:`treelm.syntax.readings.read_parts`, every layer under every rule
+from one reading of the levels, and :func:`treelm.syntax.metrics.span_prf`, the gold brackets
+read once), as a fraction. The figures are logged beside the validation loss.
 The model never sees trees, and ``best`` stays the checkpoint of the lowest validation loss;
 on dev trees (:func:`chooses`) the figures also choose, by :func:`choose`, each checkpoint's
 default layer and rule and the checkpoint ``best-trees`` (:mod:`treelm.train.trees`): choices
@@ -30,10 +30,11 @@ from torch import nn
 
 from treelm.data.treebank import TREEBANK_NAMES
 from treelm.errors import TreelmError
-from treelm.syntax.levels import onlstm_layers, sentence_levels
-from treelm.syntax.metrics import brackets, mean_prf
+from treelm.syntax.levels import onlstm_layers
+from treelm.syntax.metrics import brackets, span_prf
+from treelm.syntax.readings import read_parts
 from treelm.syntax.report import load_golds
-from treelm.syntax.trees import TREE_STYLES, build_tree
+from treelm.syntax.trees import TREE_STYLES
 
 #: The named treebanks a layer and rule may be chosen on: the development parts. The other
 #: names (``nltk-test``, ``sinica-test``, and ``nltk``, ``sinica``, which hold them) never choose.
@@ -126,14 +127,13 @@ class ParseTracker:
     def scores(self, model: nn.Module, vocab: Any) -> dict[str, float]:
         """``{parse_f1/<rule>/L<k>: sentence F1}`` of ``model`` now (words outside ``vocab``
         read as ``<unk>``, as ``eval-parse`` reads them); the model's mode is kept."""
-        words = [g.words for g in self.golds]
-        levels = sentence_levels(model, vocab, words, self.batch_size)
+        read = read_parts(model, vocab, {"dev": [g.words for g in self.golds]}, self.layers,
+                          self.rules, self.batch_size)["dev"]
         out: dict[str, float] = {}
         for rule in self.rules:
             for k in self.layers:
-                row = levels[0].row(k)
-                pred = (brackets(build_tree(lv.df[row], w, rule)) for lv, w in zip(levels, words))
-                out[score_key(rule, k)] = mean_prf(zip(pred, self.gold_brackets)).f1
+                pred = (brackets(t) for t in read.trees[k, rule])
+                out[score_key(rule, k)] = span_prf(zip(pred, self.gold_brackets))[0].f1
         return out
 
     def describe(self, scores: dict[str, float]) -> str:

@@ -15,8 +15,11 @@ runs -> ``N``). Any labels, or none::
 **Labels or words.** A line is read without labels when its words (the tokens other than
 brackets) are as many as the sentence's; otherwise the token right after each ``(``, where it
 is not a bracket, is that node's label and is dropped. The two readings never both fit: a line
-with a label has more tokens than words. The leaves must then be the sentence's words, in order;
-a line that differs is one :class:`~treelm.errors.TreelmError` naming the file, the line and the
+with a label has more tokens than words. The leaves must then be the sentence's words, in order,
+as written or as the treebank normalises them (a parser's released trees keep ``Stocks`` and
+``1987``, which the protocol reads as ``stocks`` and ``N``: they match); with ``--match
+position`` any words do, as many as the sentence's (the lines spelt otherwise are counted). A
+line that differs is one :class:`~treelm.errors.TreelmError` naming the file, the line and the
 first word that differs (in the reading that agrees with the sentence longer).
 
 **Shape.** Trees may be n-ary, with unary nodes (a node with one child is that child): only the
@@ -28,52 +31,37 @@ its input); blank lines after the last tree are ignored.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from treelm.errors import TreelmError
-from treelm.syntax.trees import Tree
+from treelm.syntax.trees import MalformedTreeError, Tree, bracket_tokens, bracket_tree
 
-_TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
+#: How a file's leaves are matched with its sentence's words: as words (the default: equal, or
+#: equal once normalised as the treebank is) or by position (any spelling, the same count).
+MATCHES = ("words", "position")
 
 
-class TreeLineError(TreelmError):
+class TreeLineError(MalformedTreeError):
     """A line that is not a tree of its sentence; the message does not name the line."""
 
 
-def _build(tokens: list[str], labelled: bool) -> tuple[Tree, list[str]]:
-    """The tree of a line's tokens and its leaves (``labelled``: the word after each ``(`` is a
-    label). Iterative; a node with one child is that child."""
-    stack: list[list[Any]] = [[]]
-    leaves: list[str] = []
-    skip = False
-    for tok in tokens:
-        if tok == "(":
-            stack.append([])
-            skip = labelled
-            continue
-        if tok == ")":
-            if len(stack) == 1:
-                raise TreeLineError("malformed tree: more ')' than '('")
-            node = stack.pop()
-            if not node:
-                raise TreeLineError("malformed tree: a bracket without words")
-            stack[-1].append(node[0] if len(node) == 1 else node)
-        elif not skip:
-            stack[-1].append(tok)
-            leaves.append(tok)
-        skip = False
-    if len(stack) > 1:
-        raise TreeLineError(f"malformed tree: {len(stack) - 1} unclosed '('")
-    if len(stack[0]) != 1:
-        raise TreeLineError(f"malformed tree: {len(stack[0])} trees side by side; wrap them in "
-                            "one pair of brackets")
-    return stack[0][0], leaves
+def _same(word: str) -> str:
+    return word
 
 
-def _difference(leaves: Sequence[str], words: Sequence[str]) -> str:
-    i = next((i for i, (a, b) in enumerate(zip(leaves, words)) if a != b), None)
+def _agree(leaves: Sequence[str], words: Sequence[str], normalize: Callable[[str], str]
+           ) -> bool:
+    """Whether a line's leaves are the sentence's words: equal, or equal once normalised (a
+    parser's released trees keep the words as written: ``1987``, ``Stocks``)."""
+    return len(leaves) == len(words) and all(
+        a == b or normalize(a) == b for a, b in zip(leaves, words))
+
+
+def _difference(leaves: Sequence[str], words: Sequence[str],
+                normalize: Callable[[str], str] = _same) -> str:
+    i = next((i for i, (a, b) in enumerate(zip(leaves, words))
+              if a != b and normalize(a) != b), None)
     if i is not None:
         return f"word {i + 1} is {leaves[i]!r} where the sentence has {words[i]!r}"
     if len(leaves) < len(words):
@@ -83,46 +71,88 @@ def _difference(leaves: Sequence[str], words: Sequence[str]) -> str:
             f"(word {len(words) + 1}) is one too many")
 
 
-def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+def _common_prefix(a: Sequence[str], b: Sequence[str], normalize: Callable[[str], str]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y and normalize(x) != y),
+                min(len(a), len(b)))
 
 
-def read_tree(text: str, words: Sequence[str]) -> Tree:
+def read_tree(text: str, words: Sequence[str], normalize: Callable[[str], str] = _same,
+              match: str = "words") -> Tree:
     """The tree of one line over ``words`` (module docstring: labels are told from words by
-    their number), as a nested-list tree whose leaves are ``words``' items.
+    their number), as a nested-list tree whose leaves are ``words``' items. A leaf is its word
+    when equal to it or once ``normalize`` (the treebank's own normalisation) maps it to it;
+    ``match="position"``: any leaves, as many as the words.
 
     Raises:
         TreeLineError: a malformed line, or one whose leaves are not ``words`` (the first word
         that differs).
     """
-    tokens = _TOKEN_RE.findall(text)
+    return _read_line(text, words, normalize, match)[0]
+
+
+def _read_line(text: str, words: Sequence[str], normalize: Callable[[str], str], match: str
+               ) -> tuple[Tree, bool]:
+    """:func:`read_tree` and whether the line's leaves were spelt otherwise than ``words``."""
+    tokens = bracket_tokens(text)
     if not tokens:
         raise TreeLineError("the line is empty; the sentence has words")
-    opens = tokens.count("(")
-    n_words = len(tokens) - opens - tokens.count(")")
+    n_words = len(tokens) - tokens.count("(") - tokens.count(")")
     labelled = n_words != len(words) and any(
         a == "(" and b not in "()" for a, b in zip(tokens, tokens[1:]))
-    if labelled:                    # the labelled reading, unless the plain one agrees longer
-        try:
-            tree, leaves = _build(tokens, True)
-        except TreeLineError:
-            tree, leaves = None, []
-        if leaves != list(words):
-            plain = _build(tokens, False)
-            if tree is None or _common_prefix(plain[1], words) > _common_prefix(leaves, words):
-                tree, leaves = plain
-    else:
-        tree, leaves = _build(tokens, False)
-    if leaves != list(words):
-        raise TreeLineError(_difference(leaves, words))
-    return tree
+    try:
+        leaves = bracket_tree(tokens, labelled)[1]
+        if labelled and not _fits(leaves, words, normalize, match):
+            # the labelled reading, unless the plain one agrees longer
+            plain = bracket_tree(tokens, False)[1]
+            if _common_prefix(plain, words, normalize) > _common_prefix(leaves, words, normalize):
+                labelled, leaves = False, plain
+    except MalformedTreeError as e:
+        if not labelled:
+            raise TreeLineError(str(e)) from None
+        labelled, leaves = False, _plain_leaves(tokens)
+    if not _fits(leaves, words, normalize, match):
+        raise TreeLineError(_difference(leaves, words, normalize))
+    return bracket_tree(tokens, labelled, words)[0], leaves != list(words)
+
+
+def _fits(leaves: Sequence[str], words: Sequence[str], normalize: Callable[[str], str],
+          match: str) -> bool:
+    if match == "position":
+        return len(leaves) == len(words)
+    return _agree(leaves, words, normalize)
+
+
+def _plain_leaves(tokens: list[str]) -> list[str]:
+    """The leaves of the reading without labels (its errors as :class:`TreeLineError`)."""
+    try:
+        return bracket_tree(tokens, False)[1]
+    except MalformedTreeError as e:
+        raise TreeLineError(str(e)) from None
+
+
+class Respelt(list):
+    """The numbers of the lines of a file whose leaves are spelt otherwise than their
+    sentence's words (read with ``match="position"``), of its ``total`` lines read; ``where``:
+    the file."""
+
+    def __init__(self, where: str = "") -> None:
+        super().__init__()
+        self.where, self.total = where, 0
+
+    def note(self, verb: str) -> str:
+        """The line a verb says on stderr: how many lines differed in spelling."""
+        return (f"treelm {verb}: {self.where}: {len(self)} of {self.total} lines spell words "
+                f"otherwise than the sentences; scored by position (--match position)")
 
 
 def read_tree_lines(lines: Sequence[str], sentences: Sequence[Sequence[str]], where: str,
-                    against: str | None = None) -> list[Tree]:
+                    against: str | None = None, normalize: Callable[[str], str] = _same,
+                    match: str = "words", respelt: Respelt | None = None) -> list[Tree]:
     """One tree per sentence from ``lines`` (``where``: the file's name in messages; ``against``:
     what the sentences are, e.g. ``the 1,993 sentences of nltk-test``). An empty sentence takes a
-    blank line and gives ``None``; blank lines after the last sentence's are dropped.
+    blank line and gives ``None``; blank lines after the last sentence's are dropped. Leaves
+    match words as :func:`read_tree` says (``normalize``, ``match``); the numbers of the lines
+    whose leaves were spelt otherwise go to ``respelt``.
 
     Raises:
         TreelmError: more or fewer lines than sentences, or a line that is not its sentence's
@@ -135,6 +165,8 @@ def read_tree_lines(lines: Sequence[str], sentences: Sequence[Sequence[str]], wh
         against = against or f"the {len(sentences)} sentences"
         raise TreelmError(f"{where}: {len(lines)} lines (one tree a line) for {against}")
     trees: list[Tree] = []
+    if respelt is not None:
+        respelt.total = len(lines)
     for k, (line, words) in enumerate(zip(lines, sentences), 1):
         if not words:
             if line.strip():
@@ -143,27 +175,36 @@ def read_tree_lines(lines: Sequence[str], sentences: Sequence[Sequence[str]], wh
             trees.append(None)
             continue
         try:
-            trees.append(read_tree(line, words))
-        except TreeLineError as e:
+            tree, other = _read_line(line, words, normalize, match)
+        except MalformedTreeError as e:
             raise TreelmError(f"{where}:{k}: {e}") from None
+        trees.append(tree)
+        if other and match == "position" and respelt is not None:
+            respelt.append(k)
     return trees
 
 
 def read_tree_file(path: str | os.PathLike[str], sentences: Sequence[Sequence[str]],
-                   against: str | None = None) -> list[Tree]:
+                   against: str | None = None, match: str = "words",
+                   respelt: Respelt | None = None) -> list[Tree]:
     """:func:`read_tree_lines` of a UTF-8 file (one-line errors for a missing, unreadable or
     binary file)."""
     from treelm.text.inputs import file_lines
 
-    return read_tree_lines(file_lines(os.fspath(path)), sentences, os.fspath(path), against)
+    return read_tree_lines(file_lines(os.fspath(path)), sentences, os.fspath(path), against,
+                           match=match, respelt=respelt)
 
 
 def treebank_tree_file(path: str | os.PathLike[str], golds: Sequence[Any], treebank: str,
-                       max_len: int | None = None) -> tuple[list[Any], list[Tree]]:
+                       max_len: int | None = None, normalize: Callable[[str], str] = _same,
+                       match: str = "words", respelt: Respelt | None = None
+                       ) -> tuple[list[Any], list[Tree]]:
     """The trees of a file for a treebank's gold sentences (``golds``: all of them, as
     :func:`~treelm.syntax.report.load_golds` reads them without a length limit), and the golds
     they go with: those of at most ``max_len`` words. The file holds a tree for every sentence
-    (those over ``max_len`` words are checked, then left out), or for the kept ones alone.
+    (those over ``max_len`` words are checked, then left out), or for the kept ones alone. Its
+    leaves are the words as written or as the treebank normalises them (``normalize``:
+    :func:`~treelm.syntax.report.word_normalizer`), or any words by position (``match``).
 
     Raises:
         TreelmError: the file does not fit either count, or a line is not its sentence's tree.
@@ -175,15 +216,16 @@ def treebank_tree_file(path: str | os.PathLike[str], golds: Sequence[Any], treeb
     while lines and not lines[-1].strip():      # (no gold sentence is empty)
         lines.pop()
     against = f"the {len(golds)} sentences of {treebank}"
+    how = {"normalize": normalize, "match": match, "respelt": respelt}
     if len(kept) < len(golds):
         against += f" ({len(kept)} of <= {max_len} words)"
         if len(lines) == len(kept):
             return kept, read_tree_lines(lines, [g.words for g in kept], os.fspath(path),
-                                         against)
-    trees = read_tree_lines(lines, [g.words for g in golds], os.fspath(path), against)
+                                         against, **how)
+    trees = read_tree_lines(lines, [g.words for g in golds], os.fspath(path), against, **how)
     pairs = [(g, t) for g, t in zip(golds, trees) if max_len is None or len(g.words) <= max_len]
     return [g for g, _ in pairs], [t for _, t in pairs]
 
 
-__all__ = ["TreeLineError", "read_tree", "read_tree_file", "read_tree_lines",
-           "treebank_tree_file"]
+__all__ = ["MATCHES", "Respelt", "TreeLineError", "read_tree", "read_tree_file",
+           "read_tree_lines", "treebank_tree_file"]

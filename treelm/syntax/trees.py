@@ -33,7 +33,7 @@ T = TypeVar("T")
 Tree = Any
 
 _OPEN, _LEAF, _CLOSE = 0, 1, 2
-_END = object()     # a node's end in spans_and_length's walk: never a leaf
+_TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
 
 
 def is_leaf(tree: Tree) -> bool:
@@ -182,27 +182,29 @@ def tree_leaves(tree: Tree) -> list[Any]:
     return [item for kind, item in _events(tree) if kind == _LEAF]
 
 
-def spans_and_length(tree: Tree) -> tuple[set[tuple[int, int]], int]:
-    """:func:`tree_spans` and the number of leaves, in one walk: what the metrics need of every
-    tree they score, so they walk it once (scoring during training reads thousands of trees at
-    each validation)."""
+def leaves_and_spans(tree: Tree) -> tuple[list[Any], set[tuple[int, int]]]:
+    """The leaves of ``tree`` and all its spans ``(start, end_exclusive)`` over at least two
+    leaves, the whole sentence's included, in one walk: the one span walk of the metrics
+    (:mod:`treelm.syntax.metrics`) and of tree ensembles (:mod:`treelm.syntax.ensemble`), which
+    read thousands of trees at each validation. A unary chain's span counts once. The walk keeps
+    a stack of the open nodes' child iterators, so a node's run of leaves is read in one loop."""
+    if is_leaf(tree):
+        return [tree], set()
+    leaves: list[Any] = []
     spans: set[tuple[int, int]] = set()
-    starts: list[int] = []
-    pos = 0
-    todo: list[Tree] = [tree]
-    while todo:
-        item = todo.pop()
-        if item is _END:                      # the node opened at starts[-1] ends here
-            start = starts.pop()
-            if pos - start >= 2:
-                spans.add((start, pos))
-        elif isinstance(item, (list, tuple)):
-            starts.append(pos)
-            todo.append(_END)
-            todo.extend(reversed(item))
-        else:
-            pos += 1
-    return spans, pos
+    stack: list[tuple[Iterator[Tree], int]] = [(iter(tree), 0)]
+    while stack:
+        children, start = stack[-1]
+        for child in children:
+            if isinstance(child, (list, tuple)):
+                stack.append((iter(child), len(leaves)))
+                break
+            leaves.append(child)
+        else:                           # the node is complete: its words are start..len-1
+            stack.pop()
+            if len(leaves) - start >= 2:
+                spans.add((start, len(leaves)))
+    return leaves, spans
 
 
 def tree_spans(tree: Tree) -> set[tuple[int, int]]:
@@ -211,7 +213,7 @@ def tree_spans(tree: Tree) -> set[tuple[int, int]]:
     Leaf positions are counted from 0. The whole-sentence span ``(0, n)`` is included
     (metrics drop it themselves); a unary node contributes the same span as its child.
     """
-    return spans_and_length(tree)[0]
+    return leaves_and_spans(tree)[1]
 
 
 def leaf_depths(tree: Tree) -> list[int]:
@@ -312,38 +314,60 @@ def ascii_tree(tree: Tree) -> str:
 
 
 # ----------------------------------------------------------------------------- reading trees
-def read_bracket_tree(text: str) -> Tree:
-    """``"((the cat) (sat down))"`` -> ``[["the", "cat"], ["sat", "down"]]`` (iterative).
+class MalformedTreeError(TreelmError):
+    """Brackets that are not one tree (unbalanced, empty, several side by side, no leaf)."""
 
-    The inverse of :func:`tree_to_brackets`, for trees a user types or pipes in. Leaves are
-    maximal runs of characters other than whitespace and brackets; a bracket with a single
-    child is that child; a bare word is a one-leaf tree.
 
-    Raises:
-        TreelmError: (a ``ValueError``) unbalanced or empty brackets, several trees, or no leaf.
-    """
-    tokens = re.findall(r"\(|\)|[^\s()]+", text)
+def bracket_tokens(text: str) -> list[str]:
+    """The tokens of a bracketed tree: ``(``, ``)`` and the maximal runs of other characters
+    than whitespace and brackets."""
+    return _TOKEN_RE.findall(text)
+
+
+def bracket_tree(tokens: Sequence[str], labelled: bool = False,
+                 words: Sequence[Any] | None = None) -> tuple[Tree, list[str]]:
+    """The tree of :func:`bracket_tokens` and its leaves as written, iteratively: the one
+    bracket reader (of :func:`read_bracket_tree` and :mod:`treelm.syntax.tree_files`). A bracket
+    with one child is that child; ``labelled``: the token after each ``(``, where not a bracket,
+    is a label, dropped; ``words``: leaf ``i`` is ``words[i]`` (where there is one), not the
+    token as written. Raises :class:`MalformedTreeError` (unbalanced or empty brackets, several
+    trees, no leaf)."""
     if not tokens:
-        raise TreelmError("the tree is empty")
+        raise MalformedTreeError("the tree is empty")
     stack: list[list[Any]] = [[]]
+    leaves: list[str] = []
+    skip = False
     for tok in tokens:
         if tok == "(":
             stack.append([])
-        elif tok == ")":
+            skip = labelled
+            continue
+        if tok == ")":
             if len(stack) == 1:
-                raise TreelmError("malformed tree: more ')' than '('")
+                raise MalformedTreeError("malformed tree: more ')' than '('")
             node = stack.pop()
             if not node:
-                raise TreelmError("malformed tree: empty brackets ()")
+                raise MalformedTreeError("malformed tree: empty brackets ()")
             stack[-1].append(node[0] if len(node) == 1 else node)
-        else:
-            stack[-1].append(tok)
+        elif not skip:
+            k = len(leaves)
+            stack[-1].append(tok if words is None or k >= len(words) else words[k])
+            leaves.append(tok)
+        skip = False
     if len(stack) > 1:
-        raise TreelmError(f"malformed tree: {len(stack) - 1} unclosed '('")
+        raise MalformedTreeError(f"malformed tree: {len(stack) - 1} unclosed '('")
     if len(stack[0]) != 1:
-        raise TreelmError(f"malformed tree: {len(stack[0])} trees side by side; wrap them in "
-                          "one pair of brackets")
-    return stack[0][0]
+        raise MalformedTreeError(f"malformed tree: {len(stack[0])} trees side by side; wrap "
+                                 "them in one pair of brackets")
+    return stack[0][0], leaves
+
+
+def read_bracket_tree(text: str, labelled: bool = False) -> Tree:
+    """``"((the cat) (sat down))"`` -> ``[["the", "cat"], ["sat", "down"]]`` (iterative): the
+    inverse of :func:`tree_to_brackets`, for trees a user types or pipes in; ``labelled``:
+    ``(S (NP the cat) sat)`` (:func:`bracket_tree`). A bare word is a one-leaf tree. Raises
+    :class:`MalformedTreeError` (a ``TreelmError``, a ``ValueError``)."""
+    return bracket_tree(bracket_tokens(text), labelled)[0]
 
 
 def read_json_tree(text: str) -> Tree:

@@ -1,11 +1,11 @@
-"""``treelm.average_trees``: the tree average of several sources' trees, from Python.
+"""``treelm.ensemble_trees``: the tree ensemble of several sources' trees, from Python.
 
-A thin layer over :func:`treelm.syntax.average.average_trees` (Shayegh et al., "Ensemble
+A thin layer over :func:`treelm.syntax.ensemble.ensemble_trees` (Shayegh et al., "Ensemble
 Distillation for Unsupervised Constituency Parsing", ICLR 2024: per sentence, the binary tree
 that maximises ``sum_k w_k |spans(T) ∩ spans(T_k)|`` over spans of 2 to n-1 words; ties to the
 smallest split point), which takes the API's trees as well as the library's: the ``nltk.Tree``\\ s
 that :meth:`~treelm.api.model.TreelmModel.parse` returns come back as ``nltk.Tree``\\ s.
-``treelm ensemble`` averages through it.
+``treelm ensemble`` goes through it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from treelm.errors import TreelmError
 
 
-def average_trees(sources: Sequence[Sequence[Any]],
+def ensemble_trees(sources: Sequence[Sequence[Any]],
                   weights: Sequence[float] | None = None) -> list[Any]:
     """Per sentence, the binary tree that shares the most spans with the sources' trees.
 
@@ -36,7 +36,7 @@ def average_trees(sources: Sequence[Sequence[Any]],
         words (named), bad weights, or text where a tree belongs (read a file of trees with
         :func:`treelm.syntax.tree_files.read_tree_file`).
     """
-    from treelm.syntax.average import average_trees as average
+    from treelm.syntax.ensemble import ensemble_trees as ensemble
 
     if isinstance(sources, (str, bytes)) or not sources:
         raise TreelmError("give a list of sources, each a list of trees (one per sentence)")
@@ -48,7 +48,7 @@ def average_trees(sources: Sequence[Sequence[Any]],
         if text is not None:
             raise TreelmError(f"source {k} holds text ({text[:40]!r}), not a tree; read a tree "
                               "file with treelm.syntax.tree_files.read_tree_file")
-    trees = average(sources, weights)
+    trees = ensemble(sources, weights)
     first = sources[0][0] if sources[0] else None
     if type(first).__name__ == "Tree" and type(first).__module__.startswith("nltk"):
         from treelm.api.values import to_nltk
@@ -57,4 +57,4 @@ def average_trees(sources: Sequence[Sequence[Any]],
     return trees
 
 
-__all__ = ["average_trees"]
+__all__ = ["ensemble_trees"]

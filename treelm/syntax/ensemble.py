@@ -1,4 +1,5 @@
-"""Tree averaging: per sentence, the binary tree that shares the most spans with K source trees.
+"""Tree ensembles (tree averaging): per sentence, the binary tree sharing the most spans with
+K source trees.
 
 Shayegh, Cao, Zhu, Cheung and Mou, "Ensemble Distillation for Unsupervised Constituency
 Parsing" (ICLR 2024, arXiv:2310.01717) average the trees of several parsers ("teachers") this
@@ -29,44 +30,29 @@ the right-branching tree ``[w_1, [w_2, [… w_n]]]``. With integer weights (the 
 are exact and so are the ties; with fractional weights two sums that are equal on paper may
 differ in the last bit.
 
-:func:`average_trees` averages whole corpora (K lists of trees, one per source, in the same
-sentence order); ``treelm ensemble`` and ``treelm.average_trees`` call it.
+:func:`ensemble_trees` makes the ensemble of whole corpora (K lists of trees, one per source, in
+the same sentence order); ``treelm ensemble``, ``treelm.ensemble_trees`` and a study's ensembles
+(:mod:`treelm.study.ensemble`) call it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from treelm.errors import TreelmError
-from treelm.syntax.trees import Tree
+from treelm.syntax.trees import Tree, leaves_and_spans
 
-#: Entries of one batch's vote array in :func:`average_trees` (float64: 32 MB per array).
+#: Entries of one batch's vote array in :func:`ensemble_trees` (float64: 32 MB per array).
 _CHUNK = 1 << 22
 
 
-def leaves_and_spans(tree: Tree) -> tuple[list[object], set[tuple[int, int]]]:
+def leaves_and_brackets(tree: Tree) -> tuple[list[object], set[tuple[int, int]]]:
     """The leaves of ``tree`` and its spans of ``2 .. n-1`` words (``S(T)`` of the module
-    docstring; a unary chain's span counts once), in one walk with an explicit stack of the
-    open nodes' child iterators (a node's run of leaves is read in one loop)."""
-    if not isinstance(tree, (list, tuple)):
-        return [tree], set()
-    leaves: list[object] = []
-    spans: set[tuple[int, int]] = set()
-    stack: list[tuple[Iterator[Tree], int]] = [(iter(tree), 0)]
-    while stack:
-        children, start = stack[-1]
-        for child in children:
-            if isinstance(child, (list, tuple)):
-                stack.append((iter(child), len(leaves)))
-                break
-            leaves.append(child)
-        else:                           # the node is complete: its words are start..len-1
-            stack.pop()
-            if len(leaves) - start >= 2:
-                spans.add((start, len(leaves)))
+    docstring), by the one span walk (:func:`treelm.syntax.trees.leaves_and_spans`)."""
+    leaves, spans = leaves_and_spans(tree)
     spans.discard((0, len(leaves)))
     return leaves, spans
 
@@ -103,7 +89,7 @@ def span_votes(trees: Sequence[Tree], weights: Sequence[float] | None = None) ->
     if not trees:
         raise TreelmError("no trees to count the spans of")
     w = check_weights(weights, len(trees))
-    read = [leaves_and_spans(t) for t in trees]
+    read = [leaves_and_brackets(t) for t in trees]
     n = len(read[0][0])
     for k, (leaves, _) in enumerate(read[1:], 2):
         if len(leaves) != n:
@@ -178,13 +164,13 @@ def tree_votes(tree: Tree, votes: np.ndarray) -> float:
     """The objective of ``tree`` under ``votes``: the sum of ``votes[i, j]`` over its spans of
     ``2 .. n-1`` words (what :func:`best_binary_tree` maximises)."""
     v = np.asarray(votes, dtype=np.float64)
-    return float(sum(v[i, j] for i, j in leaves_and_spans(tree)[1]))
+    return float(sum(v[i, j] for i, j in leaves_and_brackets(tree)[1]))
 
 
-def average_tree(trees: Sequence[Tree], weights: Sequence[float] | None = None) -> Tree:
+def ensemble_tree(trees: Sequence[Tree], weights: Sequence[float] | None = None) -> Tree:
     """The average of one sentence's source trees (module docstring), over the leaves of the
     first; every tree must have the same leaves."""
-    return average_trees([[t] for t in trees], weights)[0]
+    return ensemble_trees([[t] for t in trees], weights)[0]
 
 
 def _first_difference(first: list[object], other: list[object], who: str) -> TreelmError:
@@ -194,7 +180,7 @@ def _first_difference(first: list[object], other: list[object], who: str) -> Tre
     return TreelmError(f"{who}: word {i + 1} is {other[i]!r} where source 1 has {first[i]!r}")
 
 
-def average_trees(sources: Sequence[Sequence[Tree]],
+def ensemble_trees(sources: Sequence[Sequence[Tree]],
                   weights: Sequence[float] | None = None) -> list[Tree]:
     """Per sentence, the tree average of the sources (module docstring).
 
@@ -221,7 +207,7 @@ def average_trees(sources: Sequence[Sequence[Tree]],
     read: list[list[object]] = []               # per sentence: its words
     spans: list[list[set[tuple[int, int]]]] = []    # per sentence: each source's spans
     for s, trees in enumerate(zip(*sources), 1):
-        walked = [leaves_and_spans(t) for t in trees]
+        walked = [leaves_and_brackets(t) for t in trees]
         leaves = walked[0][0]
         for k, (words, _) in enumerate(walked[1:], 2):
             if words != leaves:
@@ -247,5 +233,5 @@ def average_trees(sources: Sequence[Sequence[Tree]],
     return out
 
 
-__all__ = ["average_tree", "average_trees", "best_binary_tree", "best_splits", "check_weights",
-           "leaves_and_spans", "span_votes", "tree_votes"]
+__all__ = ["best_binary_tree", "best_splits", "check_weights", "ensemble_tree", "ensemble_trees",
+           "leaves_and_brackets", "span_votes", "tree_votes"]

@@ -1,4 +1,4 @@
-"""Tree averaging (``treelm.syntax.average``, ``treelm ensemble``, ``treelm.average_trees``) and
+"""Tree ensembles (``treelm.syntax.ensemble``, ``treelm ensemble``, ``treelm.ensemble_trees``) and
 trees from files (``treelm.syntax.tree_files``, ``eval-parse --trees``).
 
 The average is held to a brute-force search over every binary tree, with the documented tie
@@ -14,23 +14,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_train_eval_parse import MRG  # the five-sentence treebank of the tracking tests
 from test_tree_choice import _run  # a verb's exit code, stdout and stderr
 
 import treelm
 from treelm.errors import TreelmError
 from treelm.run import load_run
-from treelm.syntax.average import (
-    average_tree,
-    average_trees,
+from treelm.syntax.baselines import balanced, left_branching, random_tree, right_branching
+from treelm.syntax.ensemble import (
     best_binary_tree,
-    leaves_and_spans,
+    ensemble_tree,
+    ensemble_trees,
+    leaves_and_brackets,
     span_votes,
     tree_votes,
 )
-from treelm.syntax.baselines import balanced, left_branching, random_tree, right_branching
 from treelm.syntax.metrics import evaluate
-from treelm.syntax.report import layer_trees, load_golds
+from treelm.syntax.readings import read_parts
+from treelm.syntax.report import load_golds
 from treelm.syntax.tree_files import read_tree, read_tree_file, read_tree_lines
 from treelm.syntax.trees import tree_to_brackets
 
@@ -51,10 +51,10 @@ def brute_force(sources: list, weights: list | None, n: int) -> tuple[object, fl
     """The tree of the highest summed votes over every binary tree, ties to the smallest split
     points in pre-order (the documented rule), with its objective computed span by span."""
     w = weights or [1] * len(sources)
-    source_spans = [leaves_and_spans(t)[1] for t in sources]
+    source_spans = [leaves_and_brackets(t)[1] for t in sources]
 
     def objective(tree: object) -> float:
-        spans = leaves_and_spans(tree)[1]
+        spans = leaves_and_brackets(tree)[1]
         return sum(wk * len(spans & sk) for wk, sk in zip(w, source_spans))
 
     scored = [(objective(t), splits, t) for t, splits in every_tree(0, n)]
@@ -90,7 +90,7 @@ def test_the_average_is_the_brute_force_best_with_its_ties(seed):
         sources = [random_source(words, rng) for _ in range(rng.randint(1, 6))]
         weights = None if rng.random() < 0.5 else [rng.randint(0, 3) for _ in sources]
         expected, best = brute_force(sources, weights, n)
-        got = average_tree(sources, weights)
+        got = ensemble_tree(sources, weights)
         assert got == expected, (sources, weights)
         if n > 1:
             assert tree_votes(got, span_votes(sources, weights)) == best
@@ -105,9 +105,9 @@ def test_fractional_weights_reach_the_best_objective_and_repeat(seed):
         sources = [random_source(words, rng) for _ in range(rng.randint(2, 6))]
         weights = [rng.random() for _ in sources]
         _, best = brute_force(sources, weights, n)
-        got = average_tree(sources, weights)
+        got = ensemble_tree(sources, weights)
         assert tree_votes(got, span_votes(sources, weights)) == pytest.approx(best, abs=1e-12)
-        assert average_tree(sources, weights) == got                    # deterministic
+        assert ensemble_tree(sources, weights) == got                    # deterministic
 
 
 def test_ties_go_to_the_smallest_split_point():
@@ -115,8 +115,8 @@ def test_ties_go_to_the_smallest_split_point():
     # no votes at all: the smallest split everywhere is the right-branching tree
     assert best_binary_tree(np.zeros((6, 6)), words) == right_branching(words)
     # two sources that disagree on every span tie everywhere too
-    assert average_tree([left_branching(words), right_branching(words)]) == right_branching(words)
-    assert average_tree([left_branching(words), right_branching(words)], [2, 1]) == \
+    assert ensemble_tree([left_branching(words), right_branching(words)]) == right_branching(words)
+    assert ensemble_tree([left_branching(words), right_branching(words)], [2, 1]) == \
         left_branching(words)
 
 
@@ -126,15 +126,15 @@ def test_one_source_gives_its_own_tree_back():
         words = [f"w{i}" for i in range(n)]
         for tree in (random_tree(words, rng.randrange(10**6)), balanced(words),
                      left_branching(words), right_branching(words)):
-            assert average_tree([tree]) == tree
-            assert average_tree([tree, tree, tree], [1, 0, 2]) == tree
+            assert ensemble_tree([tree]) == tree
+            assert ensemble_tree([tree, tree, tree], [1, 0, 2]) == tree
 
 
 def test_an_nary_source_is_refined_to_a_binary_tree_holding_its_spans():
     tree = [["a", "b", "c"], "d", ["e", ["f", "g"], "h"]]
-    got = average_tree([tree])
-    assert leaves_and_spans(got)[0] == list("abcdefgh")
-    assert leaves_and_spans(tree)[1] <= leaves_and_spans(got)[1]
+    got = ensemble_tree([tree])
+    assert leaves_and_brackets(got)[0] == list("abcdefgh")
+    assert leaves_and_brackets(tree)[1] <= leaves_and_brackets(got)[1]
     assert all(is_binary for is_binary in _binary(got))
 
 
@@ -150,24 +150,24 @@ def _binary(tree: object) -> Iterator[bool]:
 def test_corpus_average_and_its_errors():
     a = [[["the", "cat"], "sat"], "yes", [["a", "b"], ["c", "d"]]]
     b = [["the", ["cat", "sat"]], "yes", ["a", ["b", ["c", "d"]]]]
-    assert average_trees([a, b, a]) == [[["the", "cat"], "sat"], "yes", [["a", "b"], ["c", "d"]]]
-    assert average_trees([a, b, a], [0, 1, 0]) == b
+    assert ensemble_trees([a, b, a]) == [[["the", "cat"], "sat"], "yes", [["a", "b"], ["c", "d"]]]
+    assert ensemble_trees([a, b, a], [0, 1, 0]) == b
     with pytest.raises(TreelmError, match="source 2 has 2 trees, source 1 has 3"):
-        average_trees([a, b[:2]])
+        ensemble_trees([a, b[:2]])
     with pytest.raises(TreelmError, match="sentence 1, source 2: word 2 is 'dog' where source "
                                           "1 has 'cat'"):
-        average_trees([a, [["the", ["dog", "sat"]], "yes", b[2]]])
+        ensemble_trees([a, [["the", ["dog", "sat"]], "yes", b[2]]])
     with pytest.raises(TreelmError, match="2 weights for 3 sources"):
-        average_trees([a, b, a], [1, 2])
+        ensemble_trees([a, b, a], [1, 2])
     with pytest.raises(TreelmError, match="finite and >= 0"):
-        average_trees([a, b], [1, -1])
+        ensemble_trees([a, b], [1, -1])
     with pytest.raises(TreelmError, match="no sources"):
-        average_trees([])
+        ensemble_trees([])
 
 
 def test_long_sentences_need_no_recursion():
     words = list(range(400))
-    assert average_tree([left_branching(words)]) == left_branching(words)
+    assert ensemble_tree([left_branching(words)]) == left_branching(words)
 
 
 # ----------------------------------------------------------------------------- tree files
@@ -211,13 +211,6 @@ def test_a_file_of_trees_and_its_errors(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the verbs
-@pytest.fixture(scope="module")
-def mrg(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("treebank") / "mini.mrg"
-    path.write_text(MRG, encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def sentences(mrg) -> Path:
     """The treebank's sentences as the protocol reads them, one a line: ``parse``'s input."""
@@ -280,19 +273,23 @@ def test_eval_parse_trees_with_max_len_takes_either_file(lm_run, mrg, sentences,
         assert rep["baselines"]["right_branching"]["sentence_f1"] == expected["sentence_f1"]
 
 
-def test_a_mismatched_line_or_a_short_file_is_one_error(mrg, tmp_path, capsys):
+def _fell(mrg: Path, path: Path) -> tuple[list, list[str]]:
+    """The gold trees and right-branching lines of ``mrg``, written to ``path`` with one word
+    spelt otherwise: line 3's ``rose`` as ``fell``."""
     golds = load_golds(mrg)
     lines = [tree_to_brackets(right_branching(g.words)) for g in golds]
+    path.write_text("\n".join([*lines[:2], lines[2].replace("rose", "fell"), *lines[3:]]) + "\n",
+                    encoding="utf-8")
+    return golds, lines
+
+
+def test_a_mismatched_line_or_a_short_file_is_one_error(mrg, tmp_path, capsys):
     bad = tmp_path / "bad.txt"
-    bad.write_text("\n".join([*lines[:2], lines[2].replace("rose", "fell"), *lines[3:]]) + "\n",
-                   encoding="utf-8")
+    golds, lines = _fell(mrg, bad)
     assert _error(capsys, "eval-parse", "--trees", bad, "--treebank", mrg) == \
         f"{bad}:3: word 2 is 'fell' where the sentence has 'rose'"
-    cased = tmp_path / "cased.txt"                  # the raw words, not the protocol's
-    cased.write_text("\n".join(["((The company) said it would sell the shares)", *lines[1:]]),
-                     encoding="utf-8")
-    assert _error(capsys, "eval-parse", "--trees", cased, "--treebank", mrg) == \
-        f"{cased}:1: word 1 is 'The' where the sentence has 'the'"
+    assert _error(capsys, "eval-parse", "--trees", bad, "--treebank", mrg, "--match",
+                  "words") == f"{bad}:3: word 2 is 'fell' where the sentence has 'rose'"
     short = tmp_path / "short.txt"
     short.write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")
     msg = _error(capsys, "eval-parse", "--trees", short, "--treebank", mrg)
@@ -303,8 +300,60 @@ def test_a_mismatched_line_or_a_short_file_is_one_error(mrg, tmp_path, capsys):
                                     "--treebank", mrg)
 
 
+def test_raw_case_and_digits_score_as_their_normalised_copy(mrg, tmp_path, capsys):
+    """A parser's released trees keep the words as written (``The``, ``Shares``, ``3``): their
+    leaves are read as the protocol normalises the treebank's (lower case, digit runs -> N), so
+    the file scores as its normalised copy, in eval-parse and in ensemble alike."""
+    golds = load_golds(mrg)
+    raw = {0: {0: "The"}, 2: {0: "Shares", 2: "3"}}       # as the treebank spells them
+    plain, cased = tmp_path / "plain.txt", tmp_path / "cased.txt"
+    plain.write_text("".join(tree_to_brackets(balanced(g.words)) + "\n" for g in golds),
+                     encoding="utf-8")
+    cased.write_text("".join(
+        tree_to_brackets(balanced([raw.get(i, {}).get(j, w) for j, w in enumerate(g.words)]))
+        + "\n" for i, g in enumerate(golds)), encoding="utf-8")
+    assert "(The company)" in cased.read_text() and "(3 %)" in cased.read_text()
+    assert golds[2].words[2] == "N"
+    scored = [_report(capsys, "--trees", f, "--treebank", mrg)["trees"][str(f)]
+              for f in (plain, cased)]
+    assert scored[0] == scored[1] == json.loads(json.dumps(
+        evaluate([balanced(g.words) for g in golds], golds)))
+    # the ensemble writes the treebank's words, whatever the file's spelling
+    assert _run(capsys, "ensemble", cased, "--treebank", mrg)[1] == \
+        _run(capsys, "ensemble", plain, "--treebank", mrg)[1]
+
+
+def test_match_position_scores_other_spellings_and_says_how_many(mrg, tmp_path, capsys):
+    other = tmp_path / "other.txt"
+    golds, lines = _fell(mrg, other)
+    code, out, err = _run(capsys, "eval-parse", "--trees", other, "--treebank", mrg, "--match",
+                          "position", "--format", "json")
+    assert code == 0 and err.strip() == (
+        f"treelm eval-parse: {other}: 1 of 5 lines spell words otherwise than the sentences; "
+        "scored by position (--match position)")
+    assert json.loads(out)["trees"][str(other)] == json.loads(json.dumps(
+        evaluate([right_branching(g.words) for g in golds], golds)))
+    code, trees, err = _run(capsys, "ensemble", other, "--treebank", mrg, "--match", "position",
+                            "-o", tmp_path / "avg.txt")
+    assert code == 0 and "1 of 5 lines spell words otherwise" in err
+    assert (tmp_path / "avg.txt").read_text(encoding="utf-8").splitlines()[2] == \
+        tree_to_brackets(right_branching(golds[2].words))
+    # another number of words stays one error naming the line and the word
+    short = tmp_path / "short.txt"
+    short.write_text("\n".join([*lines[:2], "(shares (rose N))", *lines[3:]]) + "\n",
+                     encoding="utf-8")
+    assert _error(capsys, "eval-parse", "--trees", short, "--treebank", mrg, "--match",
+                  "position") == (f"{short}:3: the tree ends after word 3; the sentence goes on "
+                                  "with '%' (word 4 of 4)")
+
+
+def _layer_trees(run: Path, words: list, layer: int, rule: str) -> list:
+    r = load_run(run)
+    return read_parts(r.model, r.vocab, {"": words}, [layer], [rule])[""].trees[layer, rule]
+
+
 def _source_trees(run: Path, golds: list, layer: int, rule: str) -> list:
-    return layer_trees(load_run(run), [g.words for g in golds], [layer], rule)[0][layer]
+    return _layer_trees(run, [g.words for g in golds], layer, rule)
 
 
 def test_ensemble_of_runs_and_files_on_a_treebank(lm_run, mrg, tmp_path, capsys, monkeypatch):
@@ -315,12 +364,12 @@ def test_ensemble_of_runs_and_files_on_a_treebank(lm_run, mrg, tmp_path, capsys,
     readings = [(1, "official"), (2, "split"), (2, "official")]
     sources = [_source_trees(lm_run, golds, k, r) for k, r in readings]
     flat = [g.words if len(g.words) > 1 else g.words[0] for g in golds]
-    expected = average_trees([*sources, flat], [1, 2, 0.5, 3])
+    expected = ensemble_trees([*sources, flat], [1, 2, 0.5, 3])
 
     calls = []
-    import treelm.api.average as api_average
-    real = api_average.average_trees
-    monkeypatch.setattr(api_average, "average_trees",
+    import treelm.api.ensemble as api_ensemble
+    real = api_ensemble.ensemble_trees
+    monkeypatch.setattr(api_ensemble, "ensemble_trees",
                         lambda *a, **k: calls.append(a) or real(*a, **k))
     out = tmp_path / "average.txt"
     code, table, err = _run(capsys, "ensemble", lm_run, f"{lm_run}:2:split",
@@ -347,7 +396,7 @@ def test_ensemble_of_runs_and_files_on_a_treebank(lm_run, mrg, tmp_path, capsys,
     # without -o: the trees on stdout, the table on stderr
     code, trees_out, err = _run(capsys, "ensemble", lm_run, other, "--treebank", mrg)
     assert trees_out == "".join(tree_to_brackets(t) + "\n"
-                                for t in average_trees([sources[0], flat]))
+                                for t in ensemble_trees([sources[0], flat]))
     assert "tree average of 2 sources" in err
 
 
@@ -377,8 +426,8 @@ def test_ensemble_of_input_lines_keeps_blank_lines(lm_run, tmp_path, capsys):
                                "(prices rose)", "yes"]) + "\n", encoding="utf-8")
     code, out, _ = _run(capsys, "ensemble", lm_run, left, "--input", text, "--source-weights",
                         "1,1")
-    run_trees = layer_trees(load_run(lm_run), words, [1], "official")[0][1]
-    expected = average_trees([run_trees, [left_branching(words[0]), words[1], "yes"]])
+    run_trees = _layer_trees(lm_run, words, 1, "official")
+    expected = ensemble_trees([run_trees, [left_branching(words[0]), words[1], "yes"]])
     assert code == 0 and out.split("\n") == [tree_to_brackets(expected[0]), "",
                                              tree_to_brackets(expected[1]), "yes", ""]
     # the run reads the lines as parse does
@@ -410,13 +459,16 @@ def test_the_api_averages_the_trees_parse_gives(lm_run):
     sentences = ["the company said it would sell its stake", "prices rose sharply", "yes"]
     readings = [lm.parse(sentences, layer=k, style=r) for k in lm.layers
                 for r in ("official", "split")]
-    got = treelm.average_trees(readings, weights=[2, 1, 1, 1])
+    got = treelm.ensemble_trees(readings, weights=[2, 1, 1, 1])
     nested = [[_nested(t) for t in reading] for reading in readings]
-    assert [_nested(t) for t in got] == average_trees(nested, [2, 1, 1, 1])
+    assert [_nested(t) for t in got] == ensemble_trees(nested, [2, 1, 1, 1])
     assert all(type(t).__name__ == "Tree" for t in got)
-    assert treelm.average_trees(nested) == average_trees(nested)
+    assert treelm.ensemble_trees(nested) == ensemble_trees(nested)
     with pytest.raises(TreelmError, match="holds text"):
-        treelm.average_trees([["((the cat) sat)"]])
+        treelm.ensemble_trees([["((the cat) sat)"]])
+    with pytest.raises(AttributeError, match=r"^treelm.average_trees is now "
+                       r"treelm.ensemble_trees$"):
+        treelm.average_trees  # noqa: B018  (the old name, refused in one line)
 
 
 def _nested(tree: object) -> object:
