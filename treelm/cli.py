@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_tree(sub)
     from treelm.parsing.ensemble import add_ensemble
     add_ensemble(sub)
+    from treelm.parsing.teacher import add_teacher_trees
+    add_teacher_trees(sub)
     from treelm.tag.commands import add_tag
     add_tag(sub)
     from treelm.suite.commands import add_suite

@@ -51,6 +51,8 @@ class Batch:
 class LossOut:
     loss: Tensor               # what is minimised (scalar)
     value: Tensor              # the plain loss per unit that is logged (scalar, no regularisers)
+    logs: dict[str, Tensor] = field(default_factory=dict)   # more terms to log (scalars), by
+                                                            # name: the loop averages them
 
 
 @dataclass
@@ -161,6 +163,10 @@ class Task:
     def model_dims(self) -> dict[str, Any]:
         """Keyword arguments the model builder needs, e.g. ``{"vocab_size": 10000}``."""
         raise NotImplementedError
+
+    def check_model(self, model: nn.Module) -> None:
+        """Refuse, in one line, a model this task's options cannot train (called once the
+        model is built, before any step)."""
 
     def data_files(self) -> list[str]:
         """The files this task's data comes from (their fingerprints go into the run)."""

@@ -33,9 +33,11 @@ from torch import Tensor, nn
 from treelm.cells import State
 from treelm.data.batching import BPTTSchedule, batchify, check_columns, get_batch
 from treelm.data.corpus import Corpus, LMData, load_corpus, read_stream
+from treelm.errors import TreelmError
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, Task, TaskOptions
+from treelm.tasks.tree_teacher import TeacherStream, TreeTeacher, check_teacher_layer
 from treelm.text.tokenizers import Tokenizer
 from treelm.text.vocab import Vocab
 from treelm.threads import recurrence_threads
@@ -50,10 +52,15 @@ class LMOptions(TaskOptions):
     test_batch_size: int = 1         # columns for `treelm eval --split test`
     alpha: float = 0.0               # activation regularisation (AR)
     beta: float = 0.0                # temporal activation regularisation (TAR)
+    tree_teacher: dict[str, Any] | None = None   # a teacher's trees taught to the master gates
+                                     # (TreeTeacher's keys: tasks/tree_teacher.py)
 
     RULES: ClassVar[dict[str, Any]] = {
         "bptt": ">= 1", "batch_size": ">= 1", "eval_batch_size": ">= 1",
         "test_batch_size": ">= 1", "alpha": ">= 0", "beta": ">= 0"}
+
+    def __post_init__(self) -> None:
+        self.tree_teacher = TreeTeacher.parse(self.tree_teacher)  # type: ignore[assignment]
 
 
 def detach_states(states: list[State] | None) -> list[State] | None:
@@ -151,6 +158,14 @@ class LMTask(Task):
             check_columns(corpus.valid.numel(), options.eval_batch_size,
                           "train.eval_batch_size", "the valid split")
             self.train_data = batchify(part, options.batch_size).to(device)
+        self.teacher: TeacherStream | None = None     # train.tree_teacher's trees, if any
+        self.teacher_row = 0                          # the aux row of its layer
+        if corpus is not None and options.tree_teacher is not None:
+            if world > 1:
+                raise TreelmError("train.tree_teacher trains on one process; run it without "
+                                  "torchrun")
+            self.teacher = TeacherStream(options.tree_teacher, vocab, vocab.eos, config.seed,
+                                         device)
 
     @classmethod
     def create(cls, config: RunConfig, device: torch.device, rank: int = 0,
@@ -182,6 +197,10 @@ class LMTask(Task):
 
     def model_dims(self) -> dict[str, Any]:
         return {"vocab_size": len(self.vocab)}
+
+    def check_model(self, model: nn.Module) -> None:
+        if self.options.tree_teacher is not None:
+            self.teacher_row = check_teacher_layer(self.options.tree_teacher, model)
 
     def describe(self) -> str:
         return (f"{len(self.vocab):,} {self.level} types, {self.corpus.train.numel():,} "
@@ -216,7 +235,10 @@ class LMTask(Task):
             raw = out.raw[-1]
             loss = loss + self.options.beta * (raw[1:] - raw[:-1]).pow(2).mean()
         self.states = detach_states(out.states)
-        return LossOut(loss, ce)
+        if self.teacher is None:
+            return LossOut(loss, ce)
+        tree = self.teacher.loss(model, self.teacher_row)
+        return LossOut(loss + self.teacher.options.weight * tree, ce, {"tree_loss": tree})
 
     def train_scores(self, loss: float) -> dict[str, float]:
         name, value = metric(loss, self.level)
@@ -251,12 +273,17 @@ class LMTask(Task):
 
     # -------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:
-        return {"row": self.row, "states": detach_states(self.states),
-                "bptt_rng": self.schedule.rng.getstate()}
+        state = {"row": self.row, "states": detach_states(self.states),
+                 "bptt_rng": self.schedule.rng.getstate()}
+        if self.teacher is not None:
+            state["teacher"] = self.teacher.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any], same_shards: bool = True) -> None:
         self.row = state["row"]
         self.schedule.rng.setstate(state["bptt_rng"])
+        if self.teacher is not None and "teacher" in state:
+            self.teacher.load_state_dict(state["teacher"])
         states = state.get("states")
         self.states = None
         if same_shards and states is not None:

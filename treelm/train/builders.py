@@ -65,7 +65,32 @@ def build_task(config: RunConfig, device: torch.device, rank: int = 0, world: in
 
 def build_task_model(config: RunConfig, task: Task) -> nn.Module:
     """The model of ``config.model`` (checked already) with the sizes the task's data gives."""
-    return build_model(config.model, **task.model_dims())
+    model = build_model(config.model, **task.model_dims())
+    task.check_model(model)
+    return model
+
+
+def load_init(spec: str, model: nn.Module, config: RunConfig, task: Task) -> str:
+    """``train.init_from``: the weights of ``RUN`` or ``RUN:CHECKPOINT`` (default ``best``;
+    NT-ASGD's averaged weights where it averaged, as ``eval`` reads them) into the new run's
+    ``model``. A run of another model or over another vocabulary is one line. Returns what was
+    loaded, to be said."""
+    from treelm.run import CHECKPOINTS
+    from treelm.rundir.checkpoint import load_weights, model_signature
+
+    run, _, which = spec.rpartition(":")
+    if not run or which not in CHECKPOINTS:
+        run, which = spec, "best"
+    path = Path(run)
+    files = RunFiles(path)
+    if not files.pointer.exists():
+        raise ConfigError(f"train.init_from = {spec!r}: {run} is not a run directory")
+    vocab = getattr(task, "vocab", None)
+    if vocab is not None and files.vocab_path().exists() and files.read_vocab().itos != vocab.itos:
+        raise ConfigError(f"train.init_from = {spec!r}: that run's vocabulary is not this "
+                          "run's (another corpus or tokenizer)")
+    load_weights(path, model, which, signature=model_signature(config.raw))
+    return f"{run} ({which})"
 
 
 def build_optimizer(tc: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Averager]:

@@ -81,6 +81,9 @@ class TrainConfig:
                                      # machine multiplies bfloat16 natively (measured once)
     max_units: int | None = None     # stop after this many training units (tokens, examples)
     eval_parse: EvalParse | None = None  # tree F1 at every validation (EvalParse's keys)
+    init_from: str | None = None     # RUN or RUN:CHECKPOINT (best, best-trees, ...): a new run
+                                     # starts from that run's weights (fine-tuning); a resume
+                                     # goes on from its own
 
     RULES: ClassVar[dict[str, Any]] = {
         "optimizer": ("sgd", "ntasgd", "adam"), "lr": "> 0", "weight_decay": ">= 0",

@@ -25,6 +25,7 @@ class LoopState:
     epoch_units: int = 0
     win_loss: float = 0.0
     win_units: int = 0
+    win_logs: dict[str, float] = field(default_factory=dict)  # the task's extra terms × units
     last_eval: float = 0.0               # elapsed time of the last validation
     metrics_bytes: int = 0               # length of metrics.jsonl at this state
     precision: str = ""                  # fp32 | bf16 as resolved at the start (pinned on resume)

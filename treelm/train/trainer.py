@@ -43,6 +43,7 @@ from treelm.train.builders import (
     build_task,
     build_task_model,
     count_parameters,
+    load_init,
     pick_device,
     read_config,
 )
@@ -88,6 +89,10 @@ class Trainer(Persistence, Validation):
                                files if resume else None)
         self.model = build_task_model(self.config, self.task).to(self.device)
         self.signature = model_signature(self.cfg)
+        self.step_logs: dict[str, float] = {}
+        if self.tc.init_from and not resume:
+            loaded = load_init(self.tc.init_from, self.model, self.config, self.task)
+            self.say(f"treelm: starting from the weights of {loaded}")
         self.net: nn.Module = self.model
         if self.dist.enabled:
             self.net = nn.parallel.DistributedDataParallel(self.model)
@@ -308,6 +313,7 @@ class Trainer(Persistence, Validation):
             nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip)
         self.optimizer.step()
         self.averager.update()
+        self.step_logs = {k: v.item() for k, v in out.logs.items()}
         return out.value.item()
 
     def _epoch(self) -> str | None:
@@ -330,6 +336,8 @@ class Trainer(Persistence, Validation):
                 s.epoch_units += units
                 s.win_loss += value * units
                 s.win_units += units
+                for k, v in self.step_logs.items():
+                    s.win_logs[k] = s.win_logs.get(k, 0.0) + v * units
                 win_units_timed += units
                 t_batch = self._t_last
                 now = self._tick()
@@ -338,10 +346,11 @@ class Trainer(Persistence, Validation):
                 if s.step % tc.log_interval == 0 or batch.last:
                     wl = s.win_loss / s.win_units
                     tok_s = win_units_timed / max(1e-9, now - win_t0)
-                    self.event("train", loss=wl, **self.task.train_scores(wl), tok_s=tok_s,
-                               lr=lr, threads=torch.get_num_threads())
+                    logs = {k: v / s.win_units for k, v in s.win_logs.items()}
+                    self.event("train", loss=wl, **self.task.train_scores(wl), **logs,
+                               tok_s=tok_s, lr=lr, threads=torch.get_num_threads())
                     progress.postfix(wl, tok_s, s.elapsed)
-                    s.win_loss, s.win_units = 0.0, 0
+                    s.win_loss, s.win_units, s.win_logs = 0.0, 0, {}
                     win_t0, win_units_timed = now, 0
                 by_time = tc.eval_every_minutes and (s.elapsed - s.last_eval
                                                      >= 60 * tc.eval_every_minutes)
