@@ -39,6 +39,22 @@ class LoopState:
     tree_top: dict[str, Any] = field(default_factory=dict)
     tree_top_rule: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def count(self, value: float, units: int, logs: dict[str, float]) -> None:
+        """A step's logged loss (and the task's extra terms) over ``units`` units."""
+        self.epoch_loss += value * units
+        self.epoch_units += units
+        self.win_loss += value * units
+        self.win_units += units
+        for k, v in logs.items():
+            self.win_logs[k] = self.win_logs.get(k, 0.0) + v * units
+
+    def take_window(self) -> tuple[float, dict[str, float]]:
+        """The progress window's mean loss and extra terms; the window starts again."""
+        means = self.win_loss / self.win_units, {k: v / self.win_units
+                                                 for k, v in self.win_logs.items()}
+        self.win_loss, self.win_units, self.win_logs = 0.0, 0, {}
+        return means
+
 
 def upgrade_state(s: dict[str, Any]) -> dict[str, Any]:
     """Trainer states written before the Task seam (flat LM fields) in today's layout."""

@@ -332,25 +332,18 @@ class Trainer(Persistence, Validation):
                 units = batch.size * world
                 s.step += 1
                 s.tokens += units
-                s.epoch_loss += value * units
-                s.epoch_units += units
-                s.win_loss += value * units
-                s.win_units += units
-                for k, v in self.step_logs.items():
-                    s.win_logs[k] = s.win_logs.get(k, 0.0) + v * units
+                s.count(value, units, self.step_logs)
                 win_units_timed += units
                 t_batch = self._t_last
                 now = self._tick()
                 self.batch_seconds = now - t_batch
                 progress.update(batch.size, value, s.elapsed)
                 if s.step % tc.log_interval == 0 or batch.last:
-                    wl = s.win_loss / s.win_units
+                    wl, logs = s.take_window()
                     tok_s = win_units_timed / max(1e-9, now - win_t0)
-                    logs = {k: v / s.win_units for k, v in s.win_logs.items()}
                     self.event("train", loss=wl, **self.task.train_scores(wl), **logs,
                                tok_s=tok_s, lr=lr, threads=torch.get_num_threads())
                     progress.postfix(wl, tok_s, s.elapsed)
-                    s.win_loss, s.win_units, s.win_logs = 0.0, 0, {}
                     win_t0, win_units_timed = now, 0
                 by_time = tc.eval_every_minutes and (s.elapsed - s.last_eval
                                                      >= 60 * tc.eval_every_minutes)
