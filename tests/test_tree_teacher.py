@@ -151,6 +151,9 @@ def test_a_tiny_student_learns_fixed_trees(tmp_path, root):
                  "margin: 0.05, batch_size: 4}"]) == 0
     logged = [m["tree_loss"] for m in read_metrics(run) if "tree_loss" in m]
     assert logged and logged[-1] < logged[0]
+    from treelm.study.score import curve       # a study's curve carries it to its page
+
+    assert [p["tree_loss"] for p in curve(run)] and all("tree_loss" in p for p in curve(run))
     from treelm.api import load
 
     model = load(run)
@@ -276,3 +279,18 @@ def test_teacher_trees_verb_writes_trees_and_its_record(tmp_path, root, capsys):
     record = json.loads(Path(str(out) + ".json").read_text(encoding="utf-8"))
     assert record["trees"] == len(trees) and record["dropped"] == 0
     assert record["sources"] == [str(a), str(b)]
+
+
+def test_teacher_trees_baseline_control_and_its_errors(tmp_path, root, capsys):
+    os.chdir(root)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat down\nshares fell\n", encoding="utf-8")
+    out = tmp_path / "right.txt"
+    assert main(["teacher-trees", "--baseline", "right_branching", "--corpus", str(corpus),
+                 "--exclude", "none", "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == ["(the (cat (sat down)))",
+                                                            "(shares fell)"]
+    capsys.readouterr()
+    assert main(["teacher-trees", "--corpus", str(corpus), "--exclude", "none", "-o",
+                 str(out)]) == 2
+    assert "needs SOURCEs or --baseline" in capsys.readouterr().err

@@ -25,6 +25,7 @@ TEACHER_EPILOG = """examples:
   treelm teacher-trees runs/a:2:official runs/a:3:official runs/b:2:official \\
       --checkpoint best-trees -o teacher.txt            # PTB train less nltk-dev/test
   treelm teacher-trees runs/a runs/b --corpus my-text.txt --exclude none -o teacher.txt
+  treelm teacher-trees --baseline right_branching -o right.txt     # a control's trees
 """
 
 
@@ -72,6 +73,8 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     check_output(args.output, what="trees")
+    if bool(args.sources) == bool(args.baseline):
+        raise TreelmError("teacher-trees needs SOURCEs or --baseline (a control), not both")
     sources = [read_source(s) for s in args.sources]
     if args.source_weights is not None and len(args.source_weights) != len(sources):
         raise TreelmError(f"--source-weights: {len(args.source_weights)} weights for "
@@ -81,19 +84,27 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
     for name, c in counts.items():
         print(f"treelm teacher-trees: {name}: {c['matched']} of its {c['sentences']} sentences "
               f"found in {args.corpus}, {c['dropped']} lines left out", file=sys.stderr)
-    args.treebank, args.input = None, args.corpus       # what the source readers expect
-    read = _source_trees(args, sources, sentences, list(range(len(sentences))), None)
-    average = average_trees([trees for _, trees in read], args.source_weights)
+    if args.baseline:
+        from treelm.syntax import baselines
+
+        average = [getattr(baselines, args.baseline)(words) for words in sentences]
+    else:
+        args.treebank, args.input = None, args.corpus   # what the source readers expect
+        read = _source_trees(args, sources, sentences, list(range(len(sentences))), None)
+        average = average_trees([trees for _, trees in read], args.source_weights)
     with open(args.output, "w", encoding="utf-8") as f:
         f.writelines(tree_to_brackets(t) + "\n" for t in average)
-    command = ["treelm", "teacher-trees", *args.sources, "--corpus", args.corpus, "--exclude",
-               *args.exclude, "--checkpoint", args.checkpoint, "-o", args.output]
-    record = teacher_record([s.text for s in sources], args.corpus, total, len(sentences),
-                            counts, (time.perf_counter() - t0) / 60, shlex.join(command))
+    control = ["--baseline", args.baseline] if args.baseline else []
+    command = ["treelm", "teacher-trees", *args.sources, *control, "--corpus", args.corpus,
+               "--exclude", *args.exclude, "--checkpoint", args.checkpoint, "-o", args.output]
+    record = teacher_record([s.text for s in sources] or [args.baseline], args.corpus, total,
+                            len(sentences), counts, (time.perf_counter() - t0) / 60,
+                            shlex.join(command))
     with open(args.output + ".json", "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
         f.write("\n")
-    print(f"treelm teacher-trees: {len(average):,} trees of {len(sources)} sources -> "
+    made = f"{len(sources)} sources" if sources else args.baseline
+    print(f"treelm teacher-trees: {len(average):,} trees of {made} -> "
           f"{args.output} ({total - len(sentences):,} of {total:,} sentences left out)",
           file=sys.stderr)
     return 0
@@ -104,9 +115,11 @@ def add_teacher_trees(sub: Any) -> argparse.ArgumentParser:
     from treelm.text.inputs import add_unk_option
 
     p = add_verb(sub, "teacher-trees", cmd_teacher_trees, epilog=TEACHER_EPILOG)
-    p.add_argument("sources", nargs="+", metavar="SOURCE",
+    p.add_argument("sources", nargs="*", metavar="SOURCE",
                    help="a run directory (its dev-chosen layer and rule), RUN:LAYER:RULE, or a "
                    "file of trees over the corpus's kept sentences")
+    p.add_argument("--baseline", choices=("right_branching", "left_branching", "balanced"),
+                   help="instead of SOURCEs: that baseline's trees (a control's teacher)")
     p.add_argument("--corpus", default="ptb-train", metavar="ptb-train|FILE",
                    help="the sentences: PTB's training text (default) or a file, one a line")
     p.add_argument("--exclude", nargs="+", default=["nltk-dev", "nltk-test"],

@@ -26,7 +26,8 @@ LEVEL = 0.01
 
 Curve = Sequence[dict[str, Any]]
 #: How pages and plots name a validation score.
-SCORE_NAMES = {"ppl": "perplexity", "bpc": "bits per character"}
+SCORE_NAMES = {"ppl": "perplexity", "bpc": "bits per character",
+               "tree_loss": "tree loss (train.tree_teacher, training)"}
 
 
 def series(curve: Curve, key: str) -> list[tuple[float, float]]:

@@ -41,7 +41,8 @@ def curve_section(record: dict[str, Any], name: str, img: Path, draw: bool) -> l
                   "(dash-dotted) on the same sentences.", ""]
     keys = cv.score_keys(every)
     if trees:
-        keys = [k for k in ("ppl", "loss") if k in keys][:1]
+        keys = [k for k in ("ppl", "loss") if k in keys][:1] + \
+            [k for k in ("tree_loss",) if k in keys]
     if keys:
         what = f"{name}-ppl.png" if trees else f"{name}-valid.png"
         if draw:

@@ -37,19 +37,28 @@ def last_done(run: Path) -> dict[str, Any] | None:
     return done[-1] if done else None
 
 
+#: Training terms a curve carries beside the validation scores (``train.tree_teacher``'s loss).
+EXTRA_TERMS = ("tree_loss",)
+
+
 def curve(run: Path) -> list[dict[str, Any]]:
     """The run's validations: tokens, minutes and every score logged (tree F1 as
     ``<rule>/L<k>``, from ``parse_f1/<rule>/L<k>``)."""
     if not RunFiles(run).metrics.exists():
         return []
     points = []
-    for v in read_metrics(run, "valid"):
+    extra: dict[str, float] = {}        # the task's extra training terms (the tree loss), as
+    for v in read_metrics(run):         # last logged before each validation
+        if v["event"] == "train":
+            extra = {k: v[k] for k in EXTRA_TERMS if k in v}
+        if v["event"] != "valid":
+            continue
         point = {"tokens": v["tokens"], "minutes": round(v["elapsed"] / 60, 3)}
         for k, x in v.items():
             if k in _NOT_SCORES or not isinstance(x, int | float) or isinstance(x, bool):
                 continue
             point[k.removeprefix("parse_f1/")] = x
-        points.append(point)
+        points.append({**point, **extra})
     return points
 
 

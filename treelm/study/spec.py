@@ -202,10 +202,11 @@ class Study:
 
     def run_specs(self) -> list[RunSpec]:
         """Every run, seed by seed (every variant's seed 1 first: a study stopped early has
-        compared every variant)."""
+        compared every variant). ``{seed}`` in an override is the run's seed (a run that
+        starts from the same seed of another study's runs: ``train.init_from``)."""
         common = self.overrides + self.budget.overrides() + self.tree_overrides()
         return [RunSpec(f"{v}/{s}", v, s, self.runs / f"{v}-seed{s}",
-                        [*common, *over, f"seed={s}"])
+                        [o.replace("{seed}", str(s)) for o in [*common, *over, f"seed={s}"]])
                 for s in self.seeds for v, over in self.variants.items()]
 
     def tree_overrides(self) -> list[str]:

@@ -52,6 +52,11 @@ def absolute_data_paths(cfg: dict[str, Any], cls: type[Task]) -> dict[str, Any]:
             parse["treebank"] not in TREEBANK_NAMES:
         parse = {**parse, "treebank": str(Path(parse["treebank"]).expanduser().absolute())}
         cfg = {**cfg, "train": {**train, "eval_parse": parse}}
+    train = cfg.get("train")
+    teacher = train.get("tree_teacher") if isinstance(train, dict) else None
+    if isinstance(teacher, dict) and isinstance(teacher.get("trees"), str) and teacher["trees"]:
+        teacher = {**teacher, "trees": str(Path(teacher["trees"]).expanduser().absolute())}
+        cfg = {**cfg, "train": {**train, "tree_teacher": teacher}}
     return cfg
 
 
