@@ -151,7 +151,7 @@ def test_a_tiny_student_learns_fixed_trees(tmp_path, root):
                  "margin: 0.05, batch_size: 4}"]) == 0
     logged = [m["tree_loss"] for m in read_metrics(run) if "tree_loss" in m]
     assert logged and logged[-1] < logged[0]
-    from treelm.study.score import curve       # a study's curve carries it to its page
+    from treelm.study.score import curve  # a study's curve carries it to its page
 
     assert [p["tree_loss"] for p in curve(run)] and all("tree_loss" in p for p in curve(run))
     from treelm.api import load
