@@ -19,6 +19,7 @@ from treelm.rundir.files import read_metrics
 from treelm.syntax.teacher import held_out, skeleton
 from treelm.syntax.tree_loss import (
     batch_targets,
+    kept_spans,
     reachable_tree,
     target_levels,
     tree_hinge,
@@ -84,6 +85,9 @@ def test_every_binary_tree_is_reachable_by_the_split_rule_and_official_projects(
     words = list("abcde")
     assert reachable_tree(tree, words, "split") == tree
     assert reachable_tree(tree, words, "official") == [["a", "b"], ["c", ["d", "e"]]]
+    # spans of 2..n-1 words: (a b), (c d), (c d e) -> the official rule keeps 2 of 3
+    assert kept_spans([tree], "official") == pytest.approx(2 / 3)
+    assert kept_spans([tree], "split") == 1.0
 
 
 def test_the_loss_has_gradients_and_batches_equal_sentences_alone():

@@ -69,6 +69,7 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
     """
     from treelm.api.average import average_trees
     from treelm.syntax.teacher import teacher_record
+    from treelm.syntax.tree_loss import kept_spans
     from treelm.syntax.trees import tree_to_brackets
 
     t0 = time.perf_counter()
@@ -100,6 +101,8 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
     record = teacher_record([s.text for s in sources] or [args.baseline], args.corpus, total,
                             len(sentences), counts, (time.perf_counter() - t0) / 60,
                             shlex.join(command))
+    # what a student read by the official rule can learn of them (the split rule: all)
+    record["official_rule_keeps"] = round(kept_spans(average, "official"), 4)
     with open(args.output + ".json", "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
         f.write("\n")

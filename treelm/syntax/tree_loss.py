@@ -106,6 +106,21 @@ def reachable_tree(tree: Tree, leaves: Sequence[object], rule: str = "official")
     return build_tree(target_levels(tree_targets(tree, rule)), list(leaves), rule)
 
 
+def kept_spans(trees: Sequence[Tree], rule: str = "official") -> float:
+    """The share of the trees' spans (of 2 to n-1 words) that :func:`reachable_tree` keeps
+    under ``rule``: what a student can learn of them, 1.0 for the split rule."""
+    kept = total = 0
+    for tree in trees:
+        spans, n = spans_and_length(tree)
+        if n < 3:
+            continue
+        want = {s for s in spans if s[1] - s[0] < n}
+        got, _ = spans_and_length(reachable_tree(tree, list(range(n)), rule))
+        kept += len(want & got)
+        total += len(want)
+    return kept / max(1, total)
+
+
 def target_levels(t: TreeTargets) -> np.ndarray:
     """Levels that meet every pair of ``t`` (each node's cut above its interval): a node's cut
     gets its depth's height, nodes nearer the root higher."""
@@ -154,5 +169,5 @@ def tree_hinge(levels: Tensor, cut: Tensor, rival: Tensor, node: Tensor, nodes: 
     return (per_node / count).mean()
 
 
-__all__ = ["TreeTargets", "batch_targets", "reachable_tree", "target_levels", "tree_hinge",
+__all__ = ["TreeTargets", "batch_targets", "kept_spans", "reachable_tree", "target_levels", "tree_hinge",
            "tree_targets"]
