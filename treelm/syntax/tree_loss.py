@@ -169,5 +169,5 @@ def tree_hinge(levels: Tensor, cut: Tensor, rival: Tensor, node: Tensor, nodes: 
     return (per_node / count).mean()
 
 
-__all__ = ["TreeTargets", "batch_targets", "kept_spans", "reachable_tree", "target_levels", "tree_hinge",
-           "tree_targets"]
+__all__ = ["TreeTargets", "batch_targets", "kept_spans", "reachable_tree", "target_levels",
+           "tree_hinge", "tree_targets"]
