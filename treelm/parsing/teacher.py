@@ -67,7 +67,7 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
     never learns the ensemble's tree of a sentence it is scored on. Writes -o (a tree a line)
     and -o.json (sources, sentences, how many were dropped).
     """
-    from treelm.api.average import average_trees
+    from treelm.api.ensemble import ensemble_trees
     from treelm.syntax.teacher import teacher_record
     from treelm.syntax.tree_loss import kept_spans
     from treelm.syntax.trees import tree_to_brackets
@@ -92,7 +92,7 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
     else:
         args.treebank, args.input = None, args.corpus   # what the source readers expect
         read = _source_trees(args, sources, sentences, list(range(len(sentences))), None)
-        average = average_trees([trees for _, trees in read], args.source_weights)
+        average = ensemble_trees([trees for _, trees in read], args.source_weights)
     with open(args.output, "w", encoding="utf-8") as f:
         f.writelines(tree_to_brackets(t) + "\n" for t in average)
     control = ["--baseline", args.baseline] if args.baseline else []
@@ -114,6 +114,7 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
 
 
 def add_teacher_trees(sub: Any) -> argparse.ArgumentParser:
+    from treelm.parsing.scoring import add_match_option
     from treelm.run import add_run_options
     from treelm.text.inputs import add_unk_option
 
@@ -133,6 +134,7 @@ def add_teacher_trees(sub: Any) -> argparse.ArgumentParser:
                    help="the trees, one a line (and FILE.json, what they were made of)")
     p.add_argument("--source-weights", type=weight_list, metavar="W1,W2,...",
                    help="one weight >= 0 per source (default: all 1)")
+    add_match_option(p)
     add_run_options(p)
     add_unk_option(p, "word")
     p.add_argument("--batch-size", type=Number(int, at_least=1), default=256,

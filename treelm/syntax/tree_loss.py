@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from treelm.syntax.trees import TREE_STYLES, Tree, build_tree, spans_and_length
+from treelm.syntax.trees import TREE_STYLES, Tree, build_tree, leaves_and_spans
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,8 @@ def tree_targets(tree: Tree, rule: str = "official") -> TreeTargets:
     """The nodes and pairs of ``tree`` (nested lists, any arity) under ``rule``."""
     if rule not in TREE_STYLES:
         raise ValueError(f"unknown tree rule {rule!r}; choose one of {TREE_STYLES}")
-    spans, n = spans_and_length(tree)
+    leaves, spans = leaves_and_spans(tree)
+    n = len(leaves)
     cuts: list[int] = []
     node: list[int] = []
     rivals: list[int] = []
@@ -111,11 +112,12 @@ def kept_spans(trees: Sequence[Tree], rule: str = "official") -> float:
     under ``rule``: what a student can learn of them, 1.0 for the split rule."""
     kept = total = 0
     for tree in trees:
-        spans, n = spans_and_length(tree)
+        leaves, spans = leaves_and_spans(tree)
+        n = len(leaves)
         if n < 3:
             continue
         want = {s for s in spans if s[1] - s[0] < n}
-        got, _ = spans_and_length(reachable_tree(tree, list(range(n)), rule))
+        got = leaves_and_spans(reachable_tree(tree, list(range(n)), rule))[1]
         kept += len(want & got)
         total += len(want)
     return kept / max(1, total)
