@@ -236,14 +236,8 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
 
 
 def add_ensemble(sub: Any) -> argparse.ArgumentParser:
-    from treelm.parsing.scoring import add_match_option
-    from treelm.run import add_run_options
-    from treelm.text.inputs import add_unk_option
-
     p = add_verb(sub, "ensemble", cmd_ensemble, epilog=ENSEMBLE_EPILOG)
-    p.add_argument("sources", nargs="+", metavar="SOURCE",
-                   help="a run directory (its dev-chosen layer and rule), RUN:LAYER:RULE, or a "
-                   "file of trees (one bracketed tree a line)")
+    add_source_options(p, "+", "a file of trees (one bracketed tree a line)")
     where = p.add_mutually_exclusive_group()      # one of them: checked by the verb
     where.add_argument("--input", metavar="FILE",
                        help="the sentences, one a line, words separated by spaces ('-': stdin)")
@@ -255,17 +249,31 @@ def add_ensemble(sub: Any) -> argparse.ArgumentParser:
                    help="with --treebank: its sentences of at most this many words")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="write the trees here (default: stdout)")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="the scores (--treebank): a table (default) or one JSON object")
+    return p
+
+
+def add_source_options(p: argparse.ArgumentParser, nargs: str, files: str) -> None:
+    """The SOURCEs (``nargs`` of them; ``files``: what a tree file holds) and how they are read
+    and weighed: the arguments of ``ensemble`` and ``teacher-trees``."""
+    from treelm.parsing.scoring import add_match_option
+    from treelm.run import add_run_options
+    from treelm.text.inputs import add_unk_option
+
+    p.add_argument("sources", nargs=nargs, metavar="SOURCE",
+                   help=f"a run directory (its dev-chosen layer and rule), RUN:LAYER:RULE, or "
+                   f"{files}")
+
     p.add_argument("--source-weights", type=weight_list, metavar="W1,W2,...",
                    help="one weight >= 0 per source, in order: its votes count that many times "
                    "(default: all 1)")
-    p.add_argument("--format", choices=("table", "json"), default="table",
-                   help="the scores (--treebank): a table (default) or one JSON object")
     add_match_option(p)
     add_run_options(p)
     add_unk_option(p, "word")
     p.add_argument("--batch-size", type=Number(int, at_least=1), default=256,
                    help="sentences per forward pass of a run (default 256)")
-    return p
 
 
-__all__ = ["Source", "add_ensemble", "cmd_ensemble", "read_source", "weight_list"]
+__all__ = ["Source", "add_ensemble", "add_source_options", "cmd_ensemble", "read_source",
+           "weight_list"]

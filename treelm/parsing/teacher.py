@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from treelm.errors import TreelmError, check_output
-from treelm.parsing.ensemble import _source_trees, read_source, weight_list
-from treelm.verb import Number, add_verb
+from treelm.parsing.ensemble import _source_trees, add_source_options, read_source
+from treelm.verb import add_verb
 
 TEACHER_EPILOG = """examples:
   treelm teacher-trees runs/a:2:official runs/a:3:official runs/b:2:official \\
@@ -114,14 +114,8 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
 
 
 def add_teacher_trees(sub: Any) -> argparse.ArgumentParser:
-    from treelm.parsing.scoring import add_match_option
-    from treelm.run import add_run_options
-    from treelm.text.inputs import add_unk_option
-
     p = add_verb(sub, "teacher-trees", cmd_teacher_trees, epilog=TEACHER_EPILOG)
-    p.add_argument("sources", nargs="*", metavar="SOURCE",
-                   help="a run directory (its dev-chosen layer and rule), RUN:LAYER:RULE, or a "
-                   "file of trees over the corpus's kept sentences")
+    add_source_options(p, "*", "a file of trees over the corpus's kept sentences")
     p.add_argument("--baseline", choices=("right_branching", "left_branching", "balanced"),
                    help="instead of SOURCEs: that baseline's trees (a control's teacher)")
     p.add_argument("--corpus", default="ptb-train", metavar="ptb-train|FILE",
@@ -132,13 +126,6 @@ def add_teacher_trees(sub: Any) -> argparse.ArgumentParser:
                    "none: keep all)")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the trees, one a line (and FILE.json, what they were made of)")
-    p.add_argument("--source-weights", type=weight_list, metavar="W1,W2,...",
-                   help="one weight >= 0 per source (default: all 1)")
-    add_match_option(p)
-    add_run_options(p)
-    add_unk_option(p, "word")
-    p.add_argument("--batch-size", type=Number(int, at_least=1), default=256,
-                   help="sentences per forward pass of a run (default 256)")
     return p
 
 

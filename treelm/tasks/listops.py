@@ -59,8 +59,6 @@ class ListOpsTask(ExampleTask):
     DATA_FORMAT = "a file of label<TAB>expression lines (the original ListOps TSV)"
     options: ListOpsOptions
     spec: ListOpsData
-    _splits: dict[str, list[Example]]
-    _encoded: dict[str, list[list[int]]]
 
     def __init__(self, config: RunConfig, symbols: Vocab, device: torch.device, rank: int = 0,
                  world: int = 1) -> None:
