@@ -168,7 +168,7 @@ RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
 def test_a_record_keeps_its_trees_beside_it_deterministically(tmp_path):
     """The record is a small readable file naming its kept trees' file; written again, both
-    come out byte for byte (gzip without a time stamp), and the runs read back have their
+    come out byte for byte (xz: no time stamp), and the runs read back have their
     readings for every checkpoint, rule and layer, on dev (and test where the study has one)."""
     from treelm.study.record import kept_trees_path, read_record, write_record
 

@@ -3,7 +3,7 @@
 Lives in ``tools/`` with the other equivalence checks (``compare_commits.py``): it measures
 nothing. A study rerun at two commits (or a record against its rerun) must give the same scores,
 kept trees, ensembles and summary; every number is compared to ``--tol`` (default 1e-12), every
-kept tree exactly (a record's ``<name>.trees.json.gz`` or inline readings, as
+kept tree exactly (a record's ``<name>.trees.json.xz`` or inline readings, as
 :func:`treelm.study.record.read_record` reads either layout), and what depends on the machine,
 the clock or the paths (minutes, job ids, dates, run directories, commands) is left out.
 
