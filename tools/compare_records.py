@@ -8,6 +8,8 @@ kept tree exactly (a record's ``<name>.trees.json.xz`` or inline readings, as
 the clock or the paths (minutes, job ids, dates, run directories, commands) is left out.
 
     python tools/compare_records.py A.json B.json            # exit 0: the same figures
+    python tools/compare_records.py A.json B.json --run light-dropouts/1   # one run's entry
+    ... --out benchmarks/results/compare_records-<name>-<date>.json       # kept as a record
 """
 
 from __future__ import annotations
@@ -53,14 +55,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     p.add_argument("--tol", type=float, default=1e-12)
+    p.add_argument("--run", help="compare this run's entry alone (records of two studies)")
+    p.add_argument("--out", type=Path, help="also write the result as a record here")
     args = p.parse_args(argv)
     a, b = read_record(args.a), read_record(args.b)
+    if args.run:
+        a, b = ({"runs": {args.run: r["runs"][args.run]}} for r in (a, b))
     found = differences(a, b, args.tol)
     kept = sum(len(r.get("readings") or {}) for r in a.get("runs", {}).values())
-    print(json.dumps({"a": str(args.a), "b": str(args.b), "tol": args.tol,
-                      "runs": len(a.get("runs", {})), "checkpoints_with_kept_trees": kept,
-                      "ensembles": "ensembles" in a, "differences": found[:20],
-                      "n_differences": len(found)}, indent=1))
+    result = {"a": str(args.a), "b": str(args.b), "tol": args.tol, "run": args.run,
+              "runs": len(a.get("runs", {})), "checkpoints_with_kept_trees": kept,
+              "ensembles": "ensembles" in a, "differences": found[:20],
+              "n_differences": len(found)}
+    if args.out:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+        from common import write_result
+
+        write_result("compare_records", result, path=args.out, echo=False, folder="tools")
+    print(json.dumps(result, indent=1))
     return 1 if found else 0
 
 
