@@ -203,11 +203,11 @@ def test_a_record_keeps_its_trees_beside_it_deterministically(tmp_path):
 @pytest.mark.skipif(not os.environ.get("NLTK_DATA"), reason="the studies' gold trees (NLTK_DATA)")
 def test_ensembles_from_the_kept_trees_are_the_records():
     """The ensembles recomputed from a record's kept trees equal its own to 1e-12, every figure
-    (benchmarks/verify_ensembles.py on the seeds study's record: ~100 s on one core; it needs
+    (tools/verify_ensembles.py on the seeds study's record: ~100 s on one core; it needs
     the gold trees of nltk-dev and nltk-test, so it runs only where NLTK_DATA is set)."""
     from treelm.study.record import read_record
 
-    sys.path.insert(0, str(RESULTS.parent))
+    sys.path.insert(0, str(RESULTS.parents[1] / "tools"))
     from verify_ensembles import main as verify
 
     path = RESULTS / "trees-seeds-20261128.json"

@@ -1,10 +1,10 @@
-"""Check a study record's ensembles against its kept trees: every ensemble recomputed from the
-trees file beside the record (``<study>-<date>.trees.json.xz``, :mod:`treelm.study.record`)
-equals the record's to 1e-12, every figure of every group and reading set, and what dev chose.
+"""Check a study record's ensembles against its kept trees (a check, so in ``tools/``): every
+ensemble recomputed from the trees file beside the record (``<study>-<date>.trees.json.xz``,
+:mod:`treelm.study.record`) equals the record's to 1e-12, every figure of every group and reading set, and what dev chose.
 
 Usage::
 
-    NLTK_DATA=/work/shared/data/nltk_data python benchmarks/verify_ensembles.py \\
+    NLTK_DATA=../shared/data/nltk_data python tools/verify_ensembles.py \\
         [benchmarks/results/trees-seeds-20261128.json ...]
 
 Without paths, every committed record that keeps its trees in a file and has ensembles. Prints
@@ -18,22 +18,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def differences(a: Any, b: Any, where: str = "") -> list[str]:
-    """Where ``a`` and ``b`` differ: floats by more than 1e-12, anything else at all."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        if set(a) != set(b):
-            return [f"{where}: keys {sorted(set(a) ^ set(b))}"]
-        return [d for k in a for d in differences(a[k], b[k], f"{where}/{k}")]
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{where}[{i}]")]
-    if isinstance(a, float) and isinstance(b, float):
-        return [] if abs(a - b) <= 1e-12 else [f"{where}: {a!r} != {b!r}"]
-    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_records import differences  # noqa: E402  (numbers to 1e-12, the rest exactly)
 
 
 def main(argv: list[str]) -> int:
@@ -55,7 +43,7 @@ def main(argv: list[str]) -> int:
             golds["test"] = load_golds(trees["test"])
         again = study_ensembles(record, golds)
         kept = record.get("ensembles") or {}
-        diff = differences({k: kept.get(k) for k in again}, again)
+        diff = differences({k: kept.get(k) for k in again}, again, 1e-12)
         failed |= bool(diff)
         print(json.dumps({"record": path.name, "kept_trees": kept_trees_path(path).name,
                           "equal": not diff, "differences": diff[:10],
