@@ -1,6 +1,7 @@
 """Check a study record's ensembles against its kept trees (a check, so in ``tools/``): every
 ensemble recomputed from the trees file beside the record (``<study>-<date>.trees.json.xz``,
-:mod:`treelm.study.record`) equals the record's to 1e-12, every figure of every group and reading set, and what dev chose.
+:mod:`treelm.study.record`) equals the record's to 1e-12, every figure of every group and
+reading set, and what dev chose.
 
 Usage::
 
