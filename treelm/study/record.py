@@ -22,8 +22,8 @@ that the record stays a small file to read; :func:`read_record` reads them back 
 from __future__ import annotations
 
 import gzip
-import lzma
 import json
+import lzma
 import statistics
 from collections.abc import Sequence
 from datetime import date
