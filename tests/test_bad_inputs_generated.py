@@ -68,6 +68,8 @@ BASE: dict[str, list[list[str]]] = {
     "parse": [["{run}"]],
     "eval-parse": [["{run}"], ["--treebank", "{tmp}/tiny.mrg"]],
     "ensemble": [["{run}"], ["--treebank", "{tmp}/tiny.mrg"]],
+    "teacher-trees": [["{run}"], ["--corpus", "{tmp}/plain.txt"], ["--exclude", "none"],
+                      ["-o", "{tmp}/teacher.txt"]],
     "plot": [["{run}"], ["the company"], ["-o", "{tmp}/p.png"]],
     "plot-tree": [["(a b)"], ["-o", "{tmp}/t.png"]],
     "tag": [["{tag}"]],
@@ -127,6 +129,8 @@ FORMS: dict[str, list[Bad]] = {
                Bad("range", "{run}:2:nosuch", RUN, "no such run directory, RUN:LAYER:RULE"),
                Bad("type", "{tmp}/plain.txt", RUN, r"plain\.txt:1: malformed tree: 9 trees side "
                    "by side")],
+    "TREEBANK": [Bad("unreadable", "{tmp}/plain.txt/none", RUN,
+                     r"--exclude .*plain\.txt/none.*\(--exclude none keeps every sentence\)")],
     "W1,W2,...": [Bad("type", "a,b", PARSE, "give one number >= 0 per source"),
                   Bad("range", "1,-1", PARSE, "give one number >= 0 per source"),
                   Bad("range", "1,2", RUN, "2 weights for 1 sources")],
