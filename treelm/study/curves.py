@@ -27,7 +27,15 @@ LEVEL = 0.01
 Curve = Sequence[dict[str, Any]]
 #: How pages and plots name a validation score.
 SCORE_NAMES = {"ppl": "perplexity", "bpc": "bits per character",
-               "tree_loss": "tree loss (train.tree_teacher, training)"}
+               "tree_loss": "tree loss (train.tree_teacher)"}
+#: Terms of training, not of validation, that a curve carries (the window logged before each
+#: validation: :data:`treelm.study.score.EXTRA_TERMS`): named "training ..." where drawn.
+TRAINING_TERMS = ("tree_loss",)
+
+
+def kind(key: str) -> str:
+    """"training" for a term of training a curve carries, else "validation"."""
+    return "training" if key in TRAINING_TERMS else "validation"
 
 
 def series(curve: Curve, key: str) -> list[tuple[float, float]]:

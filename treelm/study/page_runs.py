@@ -47,7 +47,8 @@ def curve_section(record: dict[str, Any], name: str, img: Path, draw: bool) -> l
         what = f"{name}-ppl.png" if trees else f"{name}-valid.png"
         if draw:
             plots.plot_scores(record, img / what, keys)
-        names = ", ".join(_name(k) for k in keys)
+        names = ", ".join(_name(k) if cv.kind(k) == "validation" else
+                          f"the training {_name(k)} logged before it" for k in keys)
         lines += [f"![validation {names} against training tokens, per variant](img/{what})", "",
                   f"Validation {names} at every validation: a colour per variant, the "
                   "mean over seeds bold and each seed faint.", ""]
@@ -116,7 +117,8 @@ def along_score(record: dict[str, Any], key: str) -> list[str]:
                     f"{_g(c['last_window'])} | {change} |")
     if not rows:
         return []
-    return [f"Validation {_name(key)} along the curves ({over_seeds(record)}):", "",
+    return [f"{cv.kind(key).capitalize()} {_name(key)} along the curves "
+            f"({over_seeds(record)}):", "",
             f"| variant | first (tokens) | {'lowest' if lower else 'highest'} (tokens) | last | "
             "last quarter | on the quarter before |", "| --- |" + " ---: |" * 4 + " --- |",
             *rows, ""]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from treelm.study.curves import SCORE_NAMES, mean_series, series, tree_keys
+from treelm.study.curves import SCORE_NAMES, kind, mean_series, series, tree_keys
 
 RULE_STYLE = {"official": "-", "split": "--"}
 
@@ -123,7 +123,7 @@ def plot_scores(record: dict[str, Any], path: Path, keys: Sequence[str]) -> None
             ax.yaxis.set_major_formatter(FormatStrFormatter("%.0f"))
             ax.yaxis.set_minor_formatter(FormatStrFormatter("%.0f"))
         ax.set_xlabel("training tokens (millions)")
-        ax.set_ylabel(f"validation {SCORE_NAMES.get(key, key)}")
+        ax.set_ylabel(f"{kind(key)} {SCORE_NAMES.get(key, key)}")
         ax.grid(alpha=0.3)
     _legend(fig, axes)
     _save(fig, path)

@@ -42,7 +42,7 @@ from treelm.syntax.trees import TREE_STYLES as TREE_RULES
 #: What a study's dev scores may decide.
 CHOICES = ("variant", "layer", "rule")
 #: Validation scores where lower is better (every other score: higher is better).
-LOWER_IS_BETTER = ("loss", "ppl", "bpc", "wer")
+LOWER_IS_BETTER = ("loss", "ppl", "bpc", "wer", "tree_loss")
 
 
 @dataclass
