@@ -20,12 +20,15 @@ def check_run_dir(spec: RunSpec) -> None:
     import yaml
 
     from treelm.config import apply_overrides
+    from treelm.tasks import task_class
+    from treelm.train.builders import absolute_data_paths
 
     files = RunFiles(spec.run_dir)
     if not files.config.exists():
         return
     saved = yaml.safe_load(files.config.read_text(encoding="utf-8")) or {}
-    want = apply_overrides({}, spec.overrides)
+    # the paths a new run saves absolute (its data, treebank and teacher files), compared so
+    want = absolute_data_paths(apply_overrides({}, spec.overrides), task_class(saved))
     for key, value in _flat(want):
         node: Any = saved
         for part in key.split("."):
