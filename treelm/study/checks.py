@@ -20,7 +20,6 @@ def check_run_dir(spec: RunSpec) -> None:
     import yaml
 
     from treelm.config import apply_overrides
-    from treelm.tasks import task_class
     from treelm.train.builders import absolute_data_paths
 
     files = RunFiles(spec.run_dir)
@@ -28,7 +27,10 @@ def check_run_dir(spec: RunSpec) -> None:
         return
     saved = yaml.safe_load(files.config.read_text(encoding="utf-8")) or {}
     # the paths a new run saves absolute (its data, treebank and teacher files), compared so
-    want = absolute_data_paths(apply_overrides({}, spec.overrides), task_class(saved))
+    want = apply_overrides({}, spec.overrides)
+    task = {"task": want.get("task", saved.get("task", "lm"))}
+    want = {k: v for k, v in absolute_data_paths({**want, **task}).items()
+            if k != "task" or "task" in want}
     for key, value in _flat(want):
         node: Any = saved
         for part in key.split("."):

@@ -38,9 +38,11 @@ def read_config(cfg: dict[str, Any], new: bool = True) -> tuple[TrainConfig, Run
     return tc, read_run_config(cfg, loop_keys)
 
 
-def absolute_data_paths(cfg: dict[str, Any], cls: type[Task]) -> dict[str, Any]:
+def absolute_data_paths(cfg: dict[str, Any], cls: type[Task] | None = None) -> dict[str, Any]:
     """``cfg`` with the task's data file paths and a ``train.eval_parse.treebank`` path made
-    absolute; sections of the wrong shape are left as they are, for their parser to refuse."""
+    absolute; sections of the wrong shape are left as they are, for their parser to refuse.
+    ``cls``: the config's task (default: the one it names)."""
+    cls = cls or task_class(cfg)
     data = cfg.get("data")
     if isinstance(data, dict):
         data = {k: str(Path(v).expanduser().absolute())
