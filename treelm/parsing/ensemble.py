@@ -147,10 +147,12 @@ def _sentences(args: argparse.Namespace) -> tuple[list[Any] | None, list[Any] | 
     return every, golds, [list(g.words) for g in golds]
 
 
-def _source_trees(args: argparse.Namespace, sources: list[Source], sentences: list[list[str]],
+def source_trees(args: argparse.Namespace, sources: list[Source], sentences: list[list[str]],
                   full: list[int], every: list[Any] | None) -> list[tuple[str, list[Any]]]:
     """(name, trees of the sentences ``full`` indexes) of each source, in order; the tree files
-    are read first, so that one that does not fit fails before any run is loaded."""
+    are read first, so that one that does not fit fails before any run is loaded. ``args``:
+    the verb's (``--treebank``, ``--input``, ``--match`` and the run options); ``ensemble`` and
+    ``teacher-trees`` read their sources through it."""
     from treelm.parsing.scoring import tree_files
     from treelm.syntax.tree_files import Respelt, read_tree_file
 
@@ -208,7 +210,7 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
         check_output(args.output, what="trees")
     every, golds, sentences = _sentences(args)
     full = [i for i, words in enumerate(sentences) if words]
-    read = _source_trees(args, sources, sentences, full, every)
+    read = source_trees(args, sources, sentences, full, every)
     named = {f"[{k}] {name}": trees for k, (name, trees) in enumerate(read, 1)}
     average = ensemble_trees(list(named.values()), args.source_weights)
     out_lines = [""] * len(sentences)
@@ -276,4 +278,4 @@ def add_source_options(p: argparse.ArgumentParser, nargs: str, files: str) -> No
 
 
 __all__ = ["Source", "add_ensemble", "add_source_options", "cmd_ensemble", "read_source",
-           "weight_list"]
+           "source_trees", "weight_list"]

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from treelm.errors import TreelmError, check_output
-from treelm.parsing.ensemble import _source_trees, add_source_options, read_source
+from treelm.parsing.ensemble import add_source_options, read_source, source_trees
 from treelm.verb import add_verb
 
 TEACHER_EPILOG = """examples:
@@ -91,7 +91,7 @@ def cmd_teacher_trees(args: argparse.Namespace) -> int:
         average = [getattr(baselines, args.baseline)(words) for words in sentences]
     else:
         args.treebank, args.input = None, args.corpus   # what the source readers expect
-        read = _source_trees(args, sources, sentences, list(range(len(sentences))), None)
+        read = source_trees(args, sources, sentences, list(range(len(sentences))), None)
         average = ensemble_trees([trees for _, trees in read], args.source_weights)
     with open(args.output, "w", encoding="utf-8") as f:
         f.writelines(tree_to_brackets(t) + "\n" for t in average)
