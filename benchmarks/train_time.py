@@ -8,9 +8,11 @@ figure the README gives beside its first commands ("Trees in ten CPU minutes").
 Trains ``--config`` with ``treelm train`` into ``--run`` (a temporary directory by default) and
 records, from the run's own metrics log, its wall time (the ``done`` event's elapsed: the whole
 run as ``train.max_minutes`` counts it), tokens, precision (``auto``'s choice and why), threads,
-the final validation and its tree F1. ``--from-run`` records a run already trained that way
-(alone on the machine, with the command given) instead of training one. Run it alone: it is a
-timing.
+the final validation and its tree F1, and the run's own account of its time by phase (start,
+steps, validation, checkpoints, the loop's rest: ``Trainer``'s ``seconds_by_phase``) with the
+steps' own tokens/s, which ``benchmarks/step_profile.py`` measures apart. ``--from-run``
+records a run already trained that way (alone on the machine, with the command given) instead
+of training one. Run it alone: it is a timing.
 
 ``--isa avx2`` trains on the AVX2 path of a CPU that has more (AVX-512): PyTorch, MKL, oneDNN
 and treelm's C++ loops limited to AVX2 and FMA, as ``benchmarks/cells.py --isa`` does; the record
@@ -40,6 +42,14 @@ def summary(run: Path) -> dict[str, Any]:
     valid = read_metrics(run, "valid")
     precision = read_metrics(run, "precision")
     threads = {e.get("threads") for e in read_metrics(run, "train")}
+    phases = done.get("seconds_by_phase") or {}
+    account = {}
+    if phases:      # the run's own account of its time (runs before it have none)
+        account = {"seconds_by_phase": phases,
+                   "share_by_phase": {p: round(v / done["elapsed"], 4) for p, v in phases.items()},
+                   # the optimisation steps alone, as step_profile times them
+                   "step_tokens_per_s": round(done["tokens"] / phases["steps"]),
+                   "whole_over_steps": round(phases["steps"] / done["elapsed"], 4)}
     return {"minutes": round(done["elapsed"] / 60, 2), "seconds": round(done["elapsed"], 1),
             "tokens": done["tokens"], "tokens_per_s": round(done["tokens"] / done["elapsed"]),
             "precision": done.get("precision"),
@@ -47,7 +57,7 @@ def summary(run: Path) -> dict[str, Any]:
             "threads": sorted(t for t in threads if t is not None),
             "validations": len(valid), "best_valid_ppl": done.get("best_valid_ppl"),
             "final_tree_f1": {k.removeprefix("parse_f1/"): v for k, v in valid[-1].items()
-                              if k.startswith("parse_f1/")} if valid else {}}
+                              if k.startswith("parse_f1/")} if valid else {}, **account}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -36,6 +36,13 @@ def test_training_lowers_valid_loss_and_eval_matches(tmp_path, root, capsys):
     _train(run, "train.epochs=3")
     vals = [m for m in _metrics(run) if m["event"] == "valid"]
     assert len(vals) == 3 and vals[-1]["loss"] < vals[0]["loss"]
+    # the run's account of its time: every phase, summing to the whole (issue 56)
+    done = [m for m in _metrics(run) if m["event"] == "done"][-1]
+    phases = done["seconds_by_phase"]
+    assert list(phases) == ["start", "steps", "validation", "checkpoints", "loop"]
+    assert phases["start"] > 0 and phases["steps"] > 0 and phases["validation"] > 0
+    assert phases["checkpoints"] > 0 and phases["loop"] >= 0     # (3 epoch-end saves)
+    assert sum(phases.values()) == pytest.approx(done["elapsed"], abs=0.06)
     assert main(["eval", str(run), "--split", "valid"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     best = min(v["loss"] for v in vals)

@@ -115,6 +115,8 @@ class Persistence:
                 self.trees.sync(self.files.path, self.s)
         D.barrier(self.dist)
         self.save_seconds = self._tick() - t0
+        if not fresh:           # (the step-0 checkpoint is part of the start)
+            self.s.spend("checkpoints", self.save_seconds)
 
     def _keep_trees(self, last: bool = False) -> None:
         """A checkpoint now if the validation just made a tree checkpoint (every rank decides

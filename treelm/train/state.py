@@ -7,6 +7,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+#: The phases of a run's wall time: ``start`` (config, data, model, the precision's probe, the
+#: step-0 checkpoint), ``steps`` (``Trainer.step``: forward, backward, clip, optimiser),
+#: ``validation`` (scores and tree scores), ``checkpoints`` (saves after the first), ``loop``
+#: (the rest: the task's batching, logging, progress).
+PHASES = ("start", "steps", "validation", "checkpoints", "loop")
+
 
 @dataclass
 class LoopState:
@@ -38,6 +44,20 @@ class LoopState:
     tree_best: dict[str, Any] = field(default_factory=dict)
     tree_top: dict[str, Any] = field(default_factory=dict)
     tree_top_rule: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # where ``elapsed`` went, in wall seconds (:data:`PHASES`): the run's own account of its
+    # time outside the optimisation steps (the ``done`` event logs it)
+    spent: dict[str, float] = field(default_factory=dict)
+
+    def spend(self, phase: str, seconds: float) -> None:
+        """Count ``seconds`` of wall time against ``phase`` (one of :data:`PHASES`)."""
+        self.spent[phase] = self.spent.get(phase, 0.0) + seconds
+
+    def time_account(self) -> dict[str, float]:
+        """``spent`` with ``loop`` (the rest of ``elapsed``: batching, logging, progress), each
+        phase's seconds rounded, in :data:`PHASES`' order."""
+        known = {p: self.spent.get(p, 0.0) for p in PHASES if p != "loop"}
+        known["loop"] = max(0.0, self.elapsed - sum(known.values()))
+        return {p: round(known[p], 2) for p in PHASES}
 
     def count(self, value: float, units: int, logs: dict[str, float]) -> None:
         """A step's logged loss (and the task's extra terms) over ``units`` units."""

@@ -63,6 +63,7 @@ class Trainer(Persistence, Validation):
                  quiet: bool = False, started: float | None = None) -> None:
         # the run's clock starts with the command (``started``: its perf_counter), else here
         self._t_last = time.perf_counter() if started is None else started
+        self._t_process = self._t_last          # this process's start (a resume's too)
         self.save_seconds = self.batch_seconds = 0.0
         self.resumed = resume
         self.finished: str | None = None        # why a resumed run has nothing left to train
@@ -203,6 +204,8 @@ class Trainer(Persistence, Validation):
             of = f" of {self.tc.max_minutes}" if self.tc.max_minutes else ""
             self.tell(f"treelm: resuming {self.files.path} from step {s.step:,} (epoch {s.epoch}"
                       f", {s.elapsed / 60:.1f}{of} min done)")
+        self._tick()
+        self.s.spend("start", time.perf_counter() - self._t_process)
         self.net.train()
         with StopRequests(self.tell) as self.stop:
             ends = False
@@ -238,7 +241,7 @@ class Trainer(Persistence, Validation):
         s = self.s
         summary = {**{f"best_valid_{k}": v for k, v in s.best_scores.items()},
                    "elapsed": s.elapsed, "tokens": s.tokens, "epochs": s.epoch - 1,
-                   "precision": s.precision}
+                   "precision": s.precision, "seconds_by_phase": s.time_account()}
         if self.dist.enabled:
             # every rank's weights, hashed: DDP must have kept them identical
             h = hashlib.sha256()
@@ -328,7 +331,9 @@ class Trainer(Persistence, Validation):
         try:
             for batch in self.task.batches():
                 lr = self.lr_now() * batch.lr_scale
+                t_step = time.perf_counter()
                 value = self.step(batch, lr)
+                s.spend("steps", time.perf_counter() - t_step)
                 units = batch.size * world
                 s.step += 1
                 s.tokens += units

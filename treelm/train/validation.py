@@ -59,6 +59,7 @@ class Validation:
         t0 = self._tick()
         ev = self.validate()
         self.s.valid_seconds = self._tick() - t0
+        self.s.spend("validation", self.s.valid_seconds)
         if self.trees is not None:      # best-trees: the next checkpoint is this validation's
             self.trees.validated(self.s, self.tree_f1)
         return ev
