@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from common import result_path, time_runs, write_result  # noqa: E402
-from step_profile import profile  # noqa: E402
+from step_profile import onlstm_macs, profile  # noqa: E402
 
 from treelm.config import apply_overrides, load_config  # noqa: E402
 from treelm.kernels import precision  # noqa: E402
@@ -53,14 +53,6 @@ ADAPTIVE = "configs/ptb-onlstm-trees.yaml"
 
 
 # ---------------------------------------------------------------------------- FLOPs, analytic
-
-def onlstm_macs(sizes: list[int], chunk_size: int) -> float:
-    """Multiply-adds per token of an ON-LSTM stack's forward: per layer G (I + H), G = 4H + 2L."""
-    total = 0
-    for n_in, h in zip(sizes[:-1], sizes[1:]):
-        total += (4 * h + 2 * (h // chunk_size)) * (n_in + h)
-    return float(total)
-
 
 def flops(cfg: dict[str, Any], spec: OutputOptions, vocab: int, stream: torch.Tensor,
           variants: list[list[int]]) -> dict[str, Any]:

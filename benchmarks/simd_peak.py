@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
@@ -125,26 +126,22 @@ def build(kind: str, work: Path) -> ctypes.CDLL:
     return dll
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=0.5, help="each timed run")
-    ap.add_argument("--repeats", type=int, default=7, help="runs per kind, the best kept")
-    ap.add_argument("--out", type=Path, default=None, help="record (default: results/)")
-    args = ap.parse_args()
-
+def measure(seconds: float = 0.5, repeats: int = 7) -> dict[str, Any]:
+    """Every kind this CPU has, on one core: the best of ``repeats`` runs of ``seconds`` each,
+    the kinds taking turns; the record's fields (``one_core``, the peaks and their ratio)."""
     have = _flags()
     kinds = [k for k in _KINDS if _NEEDS[k] <= have]
     skipped = [k for k in _KINDS if k not in kinds]
     with tempfile.TemporaryDirectory() as tmp:
         libs = {k: build(k, Path(tmp)) for k in kinds}
         iters = {}
-        for k in kinds:   # size each loop to about --seconds
+        for k in kinds:   # size each loop to about `seconds`
             n = 1_000_000
             while (dt := libs[k].run(n)) < 0.05:
                 n *= 4
-            iters[k] = max(1, int(n * args.seconds / dt))
+            iters[k] = max(1, int(n * seconds / dt))
         best = {k: float("inf") for k in kinds}
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             for k in kinds:   # the kinds take turns: a clock that drifts slows all alike
                 best[k] = min(best[k], libs[k].run(iters[k]) / iters[k])
     rows = {}
@@ -155,11 +152,19 @@ def main() -> None:
                    "macs_per_instruction": per_instr}
     fp32 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("fp32")), default=None)
     bf16 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("bf16")), default=None)
-    result = {"one_core": rows, "accumulators": ACC, "seconds": args.seconds,
-              "repeats": args.repeats, "skipped (CPU lacks the flags)": skipped,
-              "fp32_peak_gmacs_per_s": fp32, "bf16_peak_gmacs_per_s": bf16,
-              "bf16_over_fp32_peak": round(bf16 / fp32, 2) if fp32 and bf16 else None,
-              }
+    return {"one_core": rows, "accumulators": ACC, "seconds": seconds,
+            "repeats": repeats, "skipped (CPU lacks the flags)": skipped,
+            "fp32_peak_gmacs_per_s": fp32, "bf16_peak_gmacs_per_s": bf16,
+            "bf16_over_fp32_peak": round(bf16 / fp32, 2) if fp32 and bf16 else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=0.5, help="each timed run")
+    ap.add_argument("--repeats", type=int, default=7, help="runs per kind, the best kept")
+    ap.add_argument("--out", type=Path, default=None, help="record (default: results/)")
+    args = ap.parse_args()
+    result = measure(args.seconds, args.repeats)
     write_result("simd_peak", result, path=args.out)
 
 

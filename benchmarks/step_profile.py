@@ -16,8 +16,16 @@ many more steps gives each operator's self time per token: the small-batch cost 
 operators whose time does not shrink with the batch (per-step launches, the recurrent steps'
 small products, the optimiser's per-parameter loops). Tokens/s here are of the step alone (no
 validation, no checkpoint): a whole training's rate is ``benchmarks/precision.py``'s.
-Run it alone on the machine; the record (``benchmarks/results/step_profile-DATE.json``) holds
-the machine and the command.
+
+Beside the rate, the step's multiply-adds per token (:func:`step_macs`: the recurrent stack's
+products from its sizes, the output layer's from its own count on the training stream's share
+of rare words; forward + backward = 3 × forward) give its GMAC/s and its **fraction of the
+FMA peak**: of ``threads`` cores at ``simd_peak``'s float32 rate for the vector width PyTorch
+runs here (``benchmarks/simd_peak.py``, measured at the start of this script; 256-bit on the
+AVX2 path, the proxy's too), and in bf16 of its ``vdpbf16ps`` rate as well. An AMX CPU's bf16
+products run on its tiles, which no such loop measures: there the bf16 fraction can pass 1 and
+is no ceiling. Run it alone on the machine; the record
+(``benchmarks/results/step_profile-DATE.json``) holds the machine and the command.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from treelm.train.optim import set_lr  # noqa: E402
 from treelm.train.trainer import Trainer  # noqa: E402
 
 CONFIGS = ["configs/ptb-onlstm-trees.yaml", "configs/ptb-onlstm-cpu.yaml"]
+PEAK_SECONDS, PEAK_REPEATS = 0.2, 5     # simd_peak's loops here: a few seconds in all
 PHASES = ("zero_grad", "forward+loss", "backward", "clip", "optimizer")
 
 
@@ -98,8 +107,9 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
                 ptoks += batch.size
         ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
         prof_total = sum(e.self_cpu_time_total for e in ops)
+        macs = step_macs(cfg, tr)
         return {
-            "config": config, "overrides": overrides,
+            "config": config, "overrides": overrides, "step_macs": macs,
             "batch_size": cfg["train"].get("batch_size"), "bptt": cfg["train"].get("bptt"),
             "optimizer": tr.tc.optimizer, "precision": tr.choice.precision,
             "steps": steps, "tokens": tokens, "tokens_per_step": tokens / steps,
@@ -113,6 +123,70 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
                         for e in ops[:top]],
             "products_by_shape": _products(prof, steps, ptoks, prof_total, top),
         }
+
+
+def onlstm_macs(sizes: list[int], chunk_size: int) -> float:
+    """Multiply-adds per token of an ON-LSTM stack's forward: per layer G (I + H), G = 4H + 2L."""
+    total = 0
+    for n_in, h in zip(sizes[:-1], sizes[1:]):
+        total += (4 * h + 2 * (h // chunk_size)) * (n_in + h)
+    return float(total)
+
+
+def step_macs(cfg: dict[str, Any], tr: Trainer) -> float | None:
+    """Multiply-adds per token of a training step (forward + backward: 3 × the forward's
+    products): the ON-LSTM or LSTM stack's and the output layer's
+    (:meth:`~treelm.nn.output.OutputLayer.loss_macs`, its tails at the training stream's
+    shares); None for other models (nothing counted is better than a wrong count)."""
+    from treelm.nn.output import OutputLayer
+
+    model = cfg["model"]
+    sizes, cell = model.get("sizes"), model.get("cell")
+    if model.get("type") != "lm" or cell not in ("onlstm", "lstm") or not sizes:
+        return None
+    if cell == "onlstm":
+        stack = onlstm_macs(sizes, model.get("cell_options", {}).get("chunk_size", 10))
+    else:
+        stack = float(sum(4 * h * (n_in + h) for n_in, h in zip(sizes[:-1], sizes[1:])))
+    layer = next((m for m in tr.model.modules() if isinstance(m, OutputLayer)), None)
+    if layer is None:
+        return None
+    stream = tr.task.corpus.train  # type: ignore[attr-defined]
+    tails = getattr(layer, "tail_fractions", None)
+    rows = cfg["train"].get("batch_size", 20) * cfg["train"].get("bptt", 70)
+    out = sum(layer.loss_macs(rows, tails(stream) if tails else ()).values())
+    return 3.0 * (stack + out)
+
+
+def peaks() -> dict[str, Any]:
+    """This CPU's one-core multiply-add rates (``simd_peak.measure``) and the float32 one for
+    the vector width PyTorch runs at here (``AVX512`` or not)."""
+    from simd_peak import measure
+
+    m = measure(PEAK_SECONDS, PEAK_REPEATS)
+    width = "512" if torch.backends.cpu.get_cpu_capability() == "AVX512" else "256"
+    rows = m["one_core"]
+    fp32 = rows.get(f"fp32 fma {width}-bit", {}).get("gmacs_per_s")
+    bf16 = max((r["gmacs_per_s"] for k, r in rows.items() if k.startswith("bf16")),
+               default=None)
+    return {"simd_peak_one_core": rows, "fp32_vector_bits": int(width),
+            "fp32_peak_gmacs_per_s_per_core": fp32, "bf16_peak_gmacs_per_s_per_core": bf16}
+
+
+def fractions(result: dict[str, Any], macs: float | None, peak: dict[str, Any]) -> None:
+    """The step's GMAC/s and its fractions of the peaks (module docstring), into ``result``."""
+    if macs is None:
+        return
+    cores = torch.get_num_threads()
+    rate = result["tokens_per_s"] * macs / 1e9
+    result["train_mmac_per_token"] = round(macs / 1e6, 3)
+    result["gmacs_per_s"] = round(rate, 1)
+    if peak["fp32_peak_gmacs_per_s_per_core"]:
+        result["fraction_of_fp32_peak"] = round(
+            rate / (cores * peak["fp32_peak_gmacs_per_s_per_core"]), 3)
+    if result["precision"] == "bf16" and peak["bf16_peak_gmacs_per_s_per_core"]:
+        result["fraction_of_bf16_peak"] = round(
+            rate / (cores * peak["bf16_peak_gmacs_per_s_per_core"]), 3)
 
 
 #: the operators that are matrix products (PyTorch's, MKL's and oneDNN's linear layers)
@@ -149,12 +223,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not Path(c).is_file():
             ap.error(f"config {c} not found")
     torch.set_flush_denormal(True)
+    peak = peaks()      # before the configs: the loops alone on the machine
     results = [profile(c, args.steps, args.warmup, args.top, list(args.overrides))
                for c in args.configs]
     base = results[-1]["tokens_per_s"]
     for r in results:
         r["tokens_per_s_over_last"] = round(r["tokens_per_s"] / base, 3)
-    record = {"torch_threads": torch.get_num_threads(), "results": results}
+        fractions(r, r.pop("step_macs"), peak)
+    record = {"torch_threads": torch.get_num_threads(), "peak": peak, "results": results}
     return write_result("step_profile", record, path=args.out or result_path("step_profile"))
 
 

@@ -14,11 +14,14 @@ part's levels are read once, whatever the number of layers and rules:
   rule (the levels it streams, :func:`level_trees`);
 * ``ensemble`` over runs (:mod:`treelm.parsing.ensemble`): each run once, every reading asked of
   it;
-* the training-time tracker (:class:`treelm.syntax.tracking.ParseTracker`): the dev trees, every
-  layer under every rule, at each validation;
 * a study's scoring (:mod:`treelm.study.score`): per checkpoint, dev and test (a test part at
   ``<= n`` words is the subset of test's trees, read in the same pass) and the sentences it
   keeps, every layer under every rule: its figures, its kept trees and so its ensembles.
+
+The training-time tracker (:class:`treelm.syntax.tracking.ParseTracker`) reads the same levels
+(:func:`treelm.syntax.levels.sentence_levels`) but wants only the F1 of every layer under every
+rule at each validation: it reads the brackets straight off the levels
+(:mod:`treelm.syntax.level_brackets`), never building the trees.
 
 A sentence read alone from the zero state gives the same levels in any batch up to float
 rounding (:mod:`treelm.syntax.levels`), so a part's trees do not depend on what else is read.

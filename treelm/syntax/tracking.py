@@ -5,10 +5,12 @@ read off each ON-LSTM layer ``k`` under each tree rule ``r`` on a treebank of go
 
     parse_f1/r/Lk = (1/S) Σ_s F1(brackets(build_tree(d_f^k(s), r)), brackets(gold(s)))
 
-the number ``treelm eval-parse RUN --treebank T --style r`` reports for layer ``k`` (the same
-functions compute it: :func:`treelm.syntax.readings.read_parts`, every layer under every rule
-from one reading of the levels, and :func:`treelm.syntax.metrics.span_prf`, the gold brackets
-read once), as a fraction. The figures are logged beside the validation loss.
+the number ``treelm eval-parse RUN --treebank T --style r`` reports for layer ``k``, as a
+fraction: the levels of every layer read once (:func:`treelm.syntax.levels.sentence_levels`, as
+:func:`treelm.syntax.readings.read_parts` reads them), then each rule's brackets and their F1
+straight from the levels, every sentence at once (:mod:`treelm.syntax.level_brackets`: the same
+brackets as the trees', without building them), against the gold brackets read once. The
+figures are logged beside the validation loss.
 The model never sees trees, and ``best`` stays the checkpoint of the lowest validation loss;
 on dev trees (:func:`chooses`) the figures also choose, by :func:`choose`, each checkpoint's
 default layer and rule and the checkpoint ``best-trees`` (:mod:`treelm.train.trees`): choices
@@ -17,8 +19,8 @@ made on labelled data.
 Shaped for a training loop: the treebank is read and checked once, when the tracker is made
 (so a missing treebank, a treebank with no sentence, or a layer without master gates stops a
 run before its first batch, in one line); each evaluation runs the model once over the
-sentences for the levels of every layer, then only builds trees and counts brackets per rule
-and layer.
+sentences for the levels of every layer, then only reads brackets off them per rule and
+layer.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from torch import nn
 
 from treelm.data.treebank import TREEBANK_NAMES
 from treelm.errors import TreelmError
-from treelm.syntax.levels import onlstm_layers
-from treelm.syntax.metrics import brackets, span_prf
-from treelm.syntax.readings import read_parts
+from treelm.syntax.level_brackets import sentence_f1s
+from treelm.syntax.levels import onlstm_layers, sentence_levels
+from treelm.syntax.metrics import brackets
 from treelm.syntax.report import load_golds
 from treelm.syntax.trees import TREE_STYLES
 
@@ -127,13 +129,13 @@ class ParseTracker:
     def scores(self, model: nn.Module, vocab: Any) -> dict[str, float]:
         """``{parse_f1/<rule>/L<k>: sentence F1}`` of ``model`` now (words outside ``vocab``
         read as ``<unk>``, as ``eval-parse`` reads them); the model's mode is kept."""
-        read = read_parts(model, vocab, {"dev": [g.words for g in self.golds]}, self.layers,
-                          self.rules, self.batch_size)["dev"]
+        levels = sentence_levels(model, vocab, [g.words for g in self.golds], self.batch_size)
         out: dict[str, float] = {}
         for rule in self.rules:
             for k in self.layers:
-                pred = (brackets(t) for t in read.trees[k, rule])
-                out[score_key(rule, k)] = span_prf(zip(pred, self.gold_brackets))[0].f1
+                f1 = sentence_f1s([lv.df[lv.row(k)] for lv in levels], rule,
+                                  self.gold_brackets)
+                out[score_key(rule, k)] = sum(f1.tolist()) / len(f1)   # span_prf's mean
         return out
 
     def describe(self, scores: dict[str, float]) -> str:
