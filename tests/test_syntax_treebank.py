@@ -1,5 +1,7 @@
 """Tests for treelm.data.treebank: PTB reading, ON-LSTM/PRPN preprocessing and errors."""
 
+import os
+
 import pytest
 
 from treelm.data.treebank import (
@@ -215,3 +217,30 @@ def test_eval_parse_reads_the_parts(tmp_path, monkeypatch, capsys):
                      "json"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["treebank"] == name and report["n_sentences"] == n
+
+
+def test_nltk_sample_read_from_its_archive_as_from_its_folder(tmp_path, monkeypatch):
+    """``corpora/treebank.zip`` (as NLTK ships it) reads as the unpacked folder does, and
+    finding the sample in NLTK_DATA imports no nltk (1-2 s of a training run's start)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    folder, packed = tmp_path / "folder", tmp_path / "packed"
+    _sample(folder, [3, 1, 120])
+    (packed / "corpora").mkdir(parents=True)
+    with zipfile.ZipFile(packed / "corpora" / "treebank.zip", "w") as z:
+        for f in sorted((folder / "corpora" / "treebank" / "combined").iterdir()):
+            z.write(f, f"treebank/combined/{f.name}")
+        z.writestr("treebank/combined/README", "not a tree file")
+    read = {}
+    for where in (folder, packed):
+        monkeypatch.setenv("NLTK_DATA", str(where))
+        read[where] = [(g.source, g.words, g.tree) for g in load_treebank("nltk")]
+    assert read[folder] == read[packed] and len(read[packed]) == 6
+    assert read[packed][0][0] == "nltk:treebank/wsj_0001.mrg:1"      # in file order
+    code = ("import sys; from treelm.data.treebank import load_treebank; "
+            "assert len(load_treebank('nltk-dev')) == 4; print('nltk' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "NLTK_DATA": str(packed)}, check=True)
+    assert out.stdout.strip() == "False"
