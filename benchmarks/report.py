@@ -166,6 +166,12 @@ def train_time_section(records: list[tuple[Path, dict]]) -> list[str]:
                    f"{rec['best_valid_ppl']:.1f} |")
         if rec.get("proxy"):
             notes.append(f"`{path.name}`:" + _proxy_note(rec, spin=False))
+        if rec.get("seconds_by_phase"):
+            notes.append(f"`{path.name}`: its time by phase, seconds (share): " + ", ".join(
+                f"{k} {v:.1f} ({100 * rec['share_by_phase'][k]:.1f}%)"
+                for k, v in rec["seconds_by_phase"].items())
+                + f"; the steps alone at {rec['step_tokens_per_s']:,} tokens/s, the whole run "
+                f"at {100 * rec['whole_over_steps']:.1f}% of that.")
     return out + [""] + notes + ([""] if notes else []) + [
         "The commands:", "", "```"] + [f"{p.name}: {r['command']}" for p, r in records] + [
         "```", ""]
@@ -336,6 +342,16 @@ def step_profile_section(path: Path, rec: dict) -> list[str]:
         out.append(f"| `{r['config']}` | {r['batch_size']} × {r['bptt']} | {r['optimizer']} | "
                    f"{r['precision']} | {r['ms_per_step']:.1f} | {r['tokens_per_s']:,.0f} | "
                    f"{r['tokens_per_s_over_last']:.2f}× |")
+    if (peak := rec.get("peak")):
+        out += ["", f"Against the FMA peak (`simd_peak`'s loops, measured by the script: "
+                f"{peak['fp32_peak_gmacs_per_s_per_core']} GMAC/s a core in fp32 at "
+                f"{peak['fp32_vector_bits']} bits, {peak['bf16_peak_gmacs_per_s_per_core']} in "
+                f"bf16 `vdpbf16ps`; × {rec['torch_threads']} threads): " + "; ".join(
+                    f"`{r['config']}` {r['precision']} {r['train_mmac_per_token']} MMAC a token,"
+                    f" {r['gmacs_per_s']} GMAC/s, {100 * r['fraction_of_fp32_peak']:.0f}% of "
+                    f"the fp32 peak" + (f", {100 * r['fraction_of_bf16_peak']:.0f}% of the bf16 "
+                                        f"peak" if "fraction_of_bf16_peak" in r else "")
+                    for r in res if "gmacs_per_s" in r) + "."]
     out += ["", "Each phase, µs per token (share of the step):", "",
             "| config | " + " | ".join(res[0]["phases"]) + " |",
             "| --- |" + " ---: |" * len(res[0]["phases"])]

@@ -158,12 +158,12 @@ def step_macs(cfg: dict[str, Any], tr: Trainer) -> float | None:
     return 3.0 * (stack + out)
 
 
-def peaks() -> dict[str, Any]:
+def peaks(seconds: float = PEAK_SECONDS) -> dict[str, Any]:
     """This CPU's one-core multiply-add rates (``simd_peak.measure``) and the float32 one for
     the vector width PyTorch runs at here (``AVX512`` or not)."""
     from simd_peak import measure
 
-    m = measure(PEAK_SECONDS, PEAK_REPEATS)
+    m = measure(seconds, PEAK_REPEATS)
     width = "512" if torch.backends.cpu.get_cpu_capability() == "AVX512" else "256"
     rows = m["one_core"]
     fp32 = rows.get(f"fp32 fma {width}-bit", {}).get("gmacs_per_s")
@@ -180,13 +180,13 @@ def fractions(result: dict[str, Any], macs: float | None, peak: dict[str, Any]) 
     cores = torch.get_num_threads()
     rate = result["tokens_per_s"] * macs / 1e9
     result["train_mmac_per_token"] = round(macs / 1e6, 3)
-    result["gmacs_per_s"] = round(rate, 1)
+    result["gmacs_per_s"] = round(rate, 3)
     if peak["fp32_peak_gmacs_per_s_per_core"]:
         result["fraction_of_fp32_peak"] = round(
-            rate / (cores * peak["fp32_peak_gmacs_per_s_per_core"]), 3)
+            rate / (cores * peak["fp32_peak_gmacs_per_s_per_core"]), 4)
     if result["precision"] == "bf16" and peak["bf16_peak_gmacs_per_s_per_core"]:
         result["fraction_of_bf16_peak"] = round(
-            rate / (cores * peak["bf16_peak_gmacs_per_s_per_core"]), 3)
+            rate / (cores * peak["bf16_peak_gmacs_per_s_per_core"]), 4)
 
 
 #: the operators that are matrix products (PyTorch's, MKL's and oneDNN's linear layers)
@@ -214,6 +214,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     ap.add_argument("--top", type=int, default=12, help="operators listed (default 12)")
     ap.add_argument("--out", type=Path, help="the record (default step_profile-DATE.json)")
+    ap.add_argument("--peak-seconds", type=float, default=PEAK_SECONDS,
+                    help=f"each timed run of simd_peak's loops (default {PEAK_SECONDS})")
     ap.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every config (e.g. train.threads=2)")
     args = ap.parse_args(argv)
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not Path(c).is_file():
             ap.error(f"config {c} not found")
     torch.set_flush_denormal(True)
-    peak = peaks()      # before the configs: the loops alone on the machine
+    peak = peaks(args.peak_seconds)     # before the configs: the loops alone on the machine
     results = [profile(c, args.steps, args.warmup, args.top, list(args.overrides))
                for c in args.configs]
     base = results[-1]["tokens_per_s"]

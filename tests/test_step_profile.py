@@ -27,7 +27,8 @@ def test_phases_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     out = tmp_path / "sp.json"
     rec = _load().main(["--configs", "configs/tiny-lm.yaml", "--steps", "3", "--warmup", "1",
-                        "--top", "4", "--out", str(out), "train.threads=1"])
+                        "--top", "4", "--out", str(out), "--peak-seconds", "0.01",
+                        "train.threads=1"])
     assert json.loads(out.read_text())["results"] == rec["results"]
     (r,) = rec["results"]
     assert r["batch_size"] == 4 and r["bptt"] == 12 and r["steps"] == 3
@@ -38,6 +39,28 @@ def test_phases_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert r["tokens_per_s"] == pytest.approx(r["tokens"] / (ms * r["steps"] / 1e3), rel=1e-2)
     assert len(r["top_ops"]) == 4 and all(o["us_per_token"] > 0 for o in r["top_ops"])
     assert r["tokens_per_s_over_last"] == 1.0
+    # the step's multiply-adds against the peak simd_peak's loops measured (1 thread here)
+    assert r["gmacs_per_s"] == pytest.approx(r["tokens_per_s"] * r["train_mmac_per_token"] / 1e3,
+                                             rel=1e-2)
+    peak = rec["peak"]["fp32_peak_gmacs_per_s_per_core"]
+    assert r["fraction_of_fp32_peak"] == pytest.approx(r["gmacs_per_s"] / peak, rel=1e-2)
+
+
+def test_step_macs_by_hand() -> None:
+    """The tiny config's step: ON-LSTM layers G (I + H) with G = 4H + 2H/C (16 -> 20 -> 16,
+    chunk 4: 90·36 + 72·36), a full softmax over V words of 16 features, × 3 for the backward."""
+    import torch
+
+    from treelm.nn.output import FullSoftmax
+
+    class Stub:
+        model = torch.nn.Sequential(FullSoftmax(50, 16))
+        task = type("T", (), {"corpus": type("C", (), {"train": torch.zeros(9)})})()
+
+    cfg = {"model": {"type": "lm", "cell": "onlstm", "sizes": [16, 20, 16],
+                     "cell_options": {"chunk_size": 4}}, "train": {}}
+    assert _load().step_macs(cfg, Stub()) == 3 * (90 * 36 + 72 * 36 + 50 * 16)
+    assert _load().step_macs({**cfg, "model": {**cfg["model"], "cell": "gru"}}, Stub()) is None
 
 
 def test_missing_config_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,7 +75,8 @@ def test_report_renders_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(ROOT)
     out = tmp_path / "step_profile-20991231.json"
     rec = _load().main(["--configs", "configs/tiny-lm.yaml", "--steps", "2", "--warmup", "0",
-                        "--top", "3", "--out", str(out), "train.threads=1"])
+                        "--top", "3", "--out", str(out), "--peak-seconds", "0.01",
+                        "train.threads=1"])
     spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
