@@ -33,6 +33,12 @@ def test_a_tiny_run_is_recorded_whole(tmp_path, monkeypatch):
     assert saved["tokens"] > 0 and saved["seconds"] > 0 and saved["validations"] >= 1
     assert saved["machine"]["env"]["TREELM_GEMM"] == "mm"
     assert "proxy" not in saved
+    # the run's own account of its time (issue 56): the phases make the whole; the steps alone
+    # run faster than the whole run
+    phases = saved["seconds_by_phase"]
+    assert sum(phases.values()) == pytest.approx(saved["seconds"], abs=0.1)
+    assert saved["step_tokens_per_s"] > saved["tokens_per_s"] > 0
+    assert saved["whole_over_steps"] == pytest.approx(phases["steps"] / saved["seconds"], abs=1e-3)
 
 
 def test_isa_from_python_needs_the_variables_set_first(tmp_path, monkeypatch):
