@@ -125,26 +125,19 @@ def build(kind: str, work: Path) -> ctypes.CDLL:
     return dll
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=0.5, help="each timed run")
-    ap.add_argument("--repeats", type=int, default=7, help="runs per kind, the best kept")
-    ap.add_argument("--out", type=Path, default=None, help="record (default: results/)")
-    args = ap.parse_args()
-
-    have = _flags()
-    kinds = [k for k in _KINDS if _NEEDS[k] <= have]
-    skipped = [k for k in _KINDS if k not in kinds]
+def measure(kinds: list[str], seconds: float = 0.5, repeats: int = 7) -> dict[str, dict]:
+    """One core's rate of each of ``kinds`` (keys of ``_KINDS`` the CPU runs): instructions and
+    multiply-adds per second, the best of ``repeats`` runs of about ``seconds`` each."""
     with tempfile.TemporaryDirectory() as tmp:
         libs = {k: build(k, Path(tmp)) for k in kinds}
         iters = {}
-        for k in kinds:   # size each loop to about --seconds
+        for k in kinds:   # size each loop to about `seconds`
             n = 1_000_000
             while (dt := libs[k].run(n)) < 0.05:
                 n *= 4
-            iters[k] = max(1, int(n * args.seconds / dt))
+            iters[k] = max(1, int(n * seconds / dt))
         best = {k: float("inf") for k in kinds}
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             for k in kinds:   # the kinds take turns: a clock that drifts slows all alike
                 best[k] = min(best[k], libs[k].run(iters[k]) / iters[k])
     rows = {}
@@ -153,6 +146,25 @@ def main() -> None:
         rows[k] = {"instructions_per_ns": round(ACC / best[k] / 1e9, 3),
                    "gmacs_per_s": round(ACC * per_instr / best[k] / 1e9, 1),
                    "macs_per_instruction": per_instr}
+    return rows
+
+
+def runnable(prefix: str = "") -> list[str]:
+    """The kinds (starting with ``prefix``) whose instructions this CPU has."""
+    have = _flags()
+    return [k for k in _KINDS if k.startswith(prefix) and _NEEDS[k] <= have]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=0.5, help="each timed run")
+    ap.add_argument("--repeats", type=int, default=7, help="runs per kind, the best kept")
+    ap.add_argument("--out", type=Path, default=None, help="record (default: results/)")
+    args = ap.parse_args()
+
+    kinds = runnable()
+    skipped = [k for k in _KINDS if k not in kinds]
+    rows = measure(kinds, args.seconds, args.repeats)
     fp32 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("fp32")), default=None)
     bf16 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("bf16")), default=None)
     result = {"one_core": rows, "accumulators": ACC, "seconds": args.seconds,
