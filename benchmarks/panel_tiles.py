@@ -98,17 +98,24 @@ def measure_shape(m: int, n_w: int, k_w: int, transpose: bool, panels: dict[str,
     want = (a.double() @ (u.double() if transpose else u.double().t())).float()
     products: dict[str, Any] = {}
     pack_ms: dict[str, float] = {}
+    # each packing done twice, the faster counting, as the choice measures it: the first also
+    # pays one-off costs (fresh pages, a primitive's set-up) that a loop re-packing does not
     for backend in backends.usable_backends(torch.float32):
         if backend == "panel":
             continue
-        t0 = time.perf_counter()
-        products[backend] = backends._prepare(backend, u, m, transpose, once=False)
-        if backend in backends.PACKING or backend == "onednn":
-            pack_ms[backend] = (time.perf_counter() - t0) * 1e3
+        for _ in range(2):
+            products.pop(backend, None)       # free the previous packing first
+            t0 = time.perf_counter()
+            products[backend] = backends._prepare(backend, u, m, transpose, once=False)
+            if backend in backends.PACKING or backend == "onednn":
+                pack_ms[backend] = min(pack_ms.get(backend, float("inf")),
+                                       (time.perf_counter() - t0) * 1e3)
     for label, ext in panels.items():
         rhs = u.t() if transpose else u      # the (N, K) operand, a view where transposed
-        products[label], pack = _panel(ext, rhs, n)
-        pack_ms[label] = pack * 1e3
+        for _ in range(2):
+            products.pop(label, None)
+            products[label], pack = _panel(ext, rhs, n)
+            pack_ms[label] = min(pack_ms.get(label, float("inf")), pack * 1e3)
     calls: dict[str, int] = {}
     with torch.no_grad():
         for label, fn in products.items():
