@@ -19,8 +19,9 @@
 //   broadcast): per k, two loads of the panel and 5 broadcasts of A feed 10 FMAs.
 // - AVX-512: MR = 10, NR = 32 (20 of the 32 zmm registers, two for the panel's row, one for the
 //   broadcast): per k, two loads and 10 broadcasts feed 20 FMAs, and a batch of 20 is two tiles,
-//   so each panel is read from L2 twice instead of four times. Measured on a 2-core Xeon with
-//   AMX (FMA peak 122 GMAC/s per core in zmm, 66 in ymm), 1 thread / 2 threads, µs per call:
+//   so each panel is read from L2 twice instead of four times. Tried on a 2-core Xeon with AMX
+//   (FMA peak 111-122 GMAC/s per core in zmm, 59-66 in ymm), the tile in a plain C++ timing
+//   loop (OpenMP over panels), 1 thread / 2 threads, µs per call:
 //       tile (rows × 32)  20×400·400×1680   20×1150·1150×4830   20×4830·4830×1150
 //       5                 234 /  94         1890 / 1052          2050 / 1106
 //       6                 236 /  88         1913 / 1088          2025 / 1132
@@ -29,16 +30,24 @@
 //       10                165 /  73         1573 /  882          1775 /  996
 //       12                198 /  75         1612 /  988          1736 /  988
 //       14                206 /  75         1677 /  949          1820 /  949
-//   (benchmarks/panel_tiles.py's record has the backends beside it.) The compiler broadcasts A
-//   into a register once for both FMAs rather than embedding the broadcast in each (one load per
-//   row and k instead of two).
+//   10 rows were fastest for batch 20 (at batch 64, 8 or 14 rows beat 10 by 3-10%: 20 is the
+//   loops' batch, 64 only evaluation's). Through the extension,
+//   all backends taking turns (benchmarks/panel_tiles.py, its record of 2026-11-28), 2 threads,
+//   µs per call (fraction of the FMA peak): tree forward 20×400·400×1680 116 (0.52) against
+//   AVX2 tiles 160, MKL packed 132, oneDNN 189; tree backward 20×1680·1680×400 132 (0.46)
+//   against 167, torch.mm 156; paper forward 1110 (0.45) against 1490, MKL 1258; paper backward
+//   1344 (0.37) against 1564, MKL 1274, oneDNN 1268 (that one stays with the libraries). At
+//   batch 64 and batch 1 the libraries stay as fast or faster. The compiler broadcasts A into a
+//   register once for both FMAs rather than embedding the broadcast in each (one load per row
+//   and k instead of two).
 // The panel (K × NR × 4 bytes) comes from memory (L3 at best: the paper's weight is 22 MB) for
 // the first tile and stays in L2 for the others, as A does. While the last tile runs, it fetches
 // the next panel into L2, one 64-byte line per line of the panel: on the AVX2 proxy, without
 // that, the first tile of every panel waited on L3, and the product above took 1.7 ms (oneDNN:
 // 1.9); with it 1.15 ms, near the FMA peak (the backward's (20×4830)·(4830×1150), whose panels
-// are four times longer, gains nothing from it). With the AVX-512 tiles it gains 10-20% on one
-// thread and is within noise on two. Cutting K into L1-sized stretches (GotoBLAS's blocking)
+// are four times longer, gains nothing from it). With the AVX-512 tiles (10 rows), left out, the
+// forward products ran 5-20% slower on one thread, the backward's the same or faster, and on two
+// threads all within the noise of a shared machine: kept. Cutting K into L1-sized stretches (GotoBLAS's blocking)
 // measured slower: the panels' reads lose their long runs in order.
 // Without AVX2 and FMA the same loops run in plain C++ (the backend is then measured slower and
 // not chosen). Results differ from torch.mm's in the rounding of the K-sum's order only.
