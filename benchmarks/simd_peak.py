@@ -126,12 +126,9 @@ def build(kind: str, work: Path) -> ctypes.CDLL:
     return dll
 
 
-def measure(seconds: float = 0.5, repeats: int = 7) -> dict[str, Any]:
-    """Every kind this CPU has, on one core: the best of ``repeats`` runs of ``seconds`` each,
-    the kinds taking turns; the record's fields (``one_core``, the peaks and their ratio)."""
-    have = _flags()
-    kinds = [k for k in _KINDS if _NEEDS[k] <= have]
-    skipped = [k for k in _KINDS if k not in kinds]
+def measure(kinds: list[str], seconds: float = 0.5, repeats: int = 7) -> dict[str, dict]:
+    """One core's rate of each of ``kinds`` (keys of ``_KINDS`` the CPU runs): instructions and
+    multiply-adds per second, the best of ``repeats`` runs of about ``seconds`` each."""
     with tempfile.TemporaryDirectory() as tmp:
         libs = {k: build(k, Path(tmp)) for k in kinds}
         iters = {}
@@ -150,10 +147,25 @@ def measure(seconds: float = 0.5, repeats: int = 7) -> dict[str, Any]:
         rows[k] = {"instructions_per_ns": round(ACC / best[k] / 1e9, 3),
                    "gmacs_per_s": round(ACC * per_instr / best[k] / 1e9, 1),
                    "macs_per_instruction": per_instr}
+    return rows
+
+
+def runnable(prefix: str = "") -> list[str]:
+    """The kinds (starting with ``prefix``) whose instructions this CPU has."""
+    have = _flags()
+    return [k for k in _KINDS if k.startswith(prefix) and _NEEDS[k] <= have]
+
+
+def record(seconds: float = 0.5, repeats: int = 7) -> dict[str, Any]:
+    """Every kind this CPU has, measured (:func:`measure`), with the peaks and their ratio: the
+    record's fields (``benchmarks/step_profile.py`` takes them too)."""
+    kinds = runnable()
+    rows = measure(kinds, seconds, repeats)
     fp32 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("fp32")), default=None)
     bf16 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("bf16")), default=None)
     return {"one_core": rows, "accumulators": ACC, "seconds": seconds,
-            "repeats": repeats, "skipped (CPU lacks the flags)": skipped,
+            "repeats": repeats, "skipped (CPU lacks the flags)": [k for k in _KINDS
+                                                                   if k not in kinds],
             "fp32_peak_gmacs_per_s": fp32, "bf16_peak_gmacs_per_s": bf16,
             "bf16_over_fp32_peak": round(bf16 / fp32, 2) if fp32 and bf16 else None}
 
@@ -164,8 +176,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7, help="runs per kind, the best kept")
     ap.add_argument("--out", type=Path, default=None, help="record (default: results/)")
     args = ap.parse_args()
-    result = measure(args.seconds, args.repeats)
-    write_result("simd_peak", result, path=args.out)
+    write_result("simd_peak", record(args.seconds, args.repeats), path=args.out)
 
 
 if __name__ == "__main__":

@@ -159,11 +159,11 @@ def step_macs(cfg: dict[str, Any], tr: Trainer) -> float | None:
 
 
 def peaks(seconds: float = PEAK_SECONDS) -> dict[str, Any]:
-    """This CPU's one-core multiply-add rates (``simd_peak.measure``) and the float32 one for
+    """This CPU's one-core multiply-add rates (``simd_peak.record``) and the float32 one for
     the vector width PyTorch runs at here (``AVX512`` or not)."""
-    from simd_peak import measure
+    from simd_peak import record
 
-    m = measure(seconds, PEAK_REPEATS)
+    m = record(seconds, PEAK_REPEATS)
     width = "512" if torch.backends.cpu.get_cpu_capability() == "AVX512" else "256"
     rows = m["one_core"]
     fp32 = rows.get(f"fp32 fma {width}-bit", {}).get("gmacs_per_s")

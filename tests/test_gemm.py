@@ -7,13 +7,18 @@ is replaced by fixed figures."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from treelm.cells import GRU, LSTM, MRNN, Elman, Jordan
-from treelm.kernels import gemm
+from treelm.kernels import build, gemm
 from treelm.kernels.gemm import FixedMatmul, Measurement
 
 
@@ -66,29 +71,84 @@ def test_every_backend_computes_the_product(backend: str, transpose: bool) -> No
     torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
 
 
+def check_panel_kernel(ext: Any) -> None:
+    """``csrc/panel_gemm.cpp`` of the loaded build ``ext`` against the same product in float64:
+    every row count up to three tiles of the widest tile (10 rows × 32 with AVX-512, 5 × 16 with
+    AVX2: every remainder M mod MR after zero, one and two full tiles), every last panel of
+    1..NR-1 columns, K of one and of a few odd lengths, A as a transposed view and as rows
+    with a longer stride, weights packed from transposed views. Also run in a subprocess for the
+    AVX2 build (:func:`test_the_avx2_panel_kernel_in_its_own_process`)."""
+    nr = ext.panel_columns()
+    gen = torch.Generator().manual_seed(0)
+
+    def check(m: int, k: int, n: int, layout: str, transposed: bool) -> None:
+        w = (torch.randn(k, n, generator=gen).t() if transposed
+             else torch.randn(n, k, generator=gen))
+        if layout == "transposed":            # A a transposed view: its k is strided
+            a = torch.randn(k, m, generator=gen).t()
+        elif layout == "strided":             # rows of a wider matrix: lda > K
+            a = torch.randn(m, k + 3, generator=gen)[:, 1:k + 1]
+        else:
+            a = torch.randn(m, k, generator=gen)
+        packed = ext.panel_pack(w)
+        assert tuple(packed.shape) == ((n + nr - 1) // nr, k, nr)
+        got = ext.panel_mm(a, packed, n)
+        want = (a.double() @ w.double().t()).float()
+        where = f"{m}x{k}x{n}, A {layout}, W transposed {transposed}, {nr}-column panels"
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5,
+                                   msg=lambda s, where=where: f"{where}: {s}")
+
+    layouts = ("contiguous", "transposed", "strided")
+    for m in range(1, 31):                    # row remainders, with full and partial panels
+        for i, k in enumerate((1, 7, 33)):
+            for n in (2 * nr, 2 * nr + 5):
+                check(m, k, n, layouts[(m + i) % 3], transposed=(m + n) % 2 == 0)
+    for n in range(1, 2 * nr + 1):            # every last panel, alone and after a full one
+        for m in (3, 20, 23):
+            check(m, 5, n, layouts[(m + n) % 3], transposed=n % 2 == 1)
+    for m, k, n in ((20, 400, 1680), (64, 37, 200), (1, 1150, 97)):
+        for layout in layouts:
+            check(m, k, n, layout, transposed=layout == "strided")
+    with pytest.raises(RuntimeError, match="does not match"):
+        ext.panel_mm(torch.randn(2, 9), ext.panel_pack(torch.randn(nr, 8)), nr)
+    other = 48 - nr                           # the other build's panels: 16 here, 32 there
+    with pytest.raises(RuntimeError, match="does not match"):
+        ext.panel_mm(torch.randn(2, 8), torch.zeros(1, 8, other), other)
+    shifted = torch.zeros(8 * nr + 1)[1:].view(1, 8, nr)   # contiguous, not 64-byte aligned
+    with pytest.raises(RuntimeError, match="aligned"):
+        ext.panel_mm(torch.randn(2, 8), shifted, nr)
+
+
 @pytest.mark.skipif("panel" not in gemm.usable_backends(torch.float32),
                     reason="treelm's C++ extension is not loaded")
 def test_the_panel_kernel_against_float64() -> None:
-    """``csrc/panel_gemm.cpp`` on every row-tile remainder (M mod 5), a last panel of 1..15
-    columns, K shorter than a vector, and weights packed from transposed views: against the same
-    product in float64."""
-    from treelm.kernels.build import load
+    """The loaded build's panel kernel (:func:`check_panel_kernel`), whose panels are 32 columns
+    wide exactly where it was built for AVX-512."""
+    ext = build.load()
+    assert ext.panel_columns() == (32 if build._isa() == "AVX512" else 16)
+    check_panel_kernel(ext)
 
-    ext = load()
-    gen = torch.Generator().manual_seed(0)
-    for m in (1, 2, 3, 4, 5, 6, 9, 20, 23):
-        for n, k in ((16, 8), (17, 5), (33, 100), (200, 37), (1680, 400)):
-            for transposed in (False, True):
-                w = (torch.randn(k, n, generator=gen).t() if transposed
-                     else torch.randn(n, k, generator=gen))
-                a = torch.randn(m, k, generator=gen)
-                got = ext.panel_mm(a, ext.panel_pack(w), n)
-                want = (a.double() @ w.double().t()).float()
-                where = f"{m}x{k}x{n}, transposed {transposed}"
-                torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5,
-                                           msg=lambda s, where=where: f"{where}: {s}")
-    with pytest.raises(RuntimeError, match="does not match"):
-        ext.panel_mm(torch.randn(2, 9), ext.panel_pack(torch.randn(16, 8)), 16)
+
+@pytest.mark.skipif(not build.enabled() or build._cpu_isa() not in ("AVX2", "AVX512")
+                    or build._isa() == "AVX2",
+                    reason="no AVX2 CPU, or the AVX2 build is the one loaded here")
+def test_the_avx2_panel_kernel_in_its_own_process() -> None:
+    """The AVX2 build (5 × 16 tiles) on an AVX-512 CPU, as ``TREELM_CXX_ISA=avx2`` loads it: in
+    a process of its own, since one process loads one build (compiled there first where the
+    cache lacks it)."""
+    code = (f"import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('t', {str(Path(__file__))!r})\n"
+            f"t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)\n"
+            f"from treelm.kernels import build\n"
+            f"ext = build.load()\n"
+            f"assert ext is not None, build.unavailable_reason()\n"
+            f"assert ext.panel_columns() == 16, ext.panel_columns()\n"
+            f"t.check_panel_kernel(ext)\n"
+            f"print('avx2 panels checked')\n")
+    env = {**os.environ, build.ISA_ENV: "avx2", "OMP_NUM_THREADS": "2"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert done.returncode == 0 and "avx2 panels checked" in done.stdout, done.stderr[-3000:]
 
 
 def test_panel_packing_is_measured_and_single_products_never_pack() -> None:

@@ -78,7 +78,8 @@ inline double tanh_approx(double x) { return std::tanh(x); }
 
 // --------------------------------------------------------------------------------- products
 
-// csrc/panel_gemm.cpp: B (N, K) packed into 16-column panels, and out (M, N) = a · Bᵀ from them
+// csrc/panel_gemm.cpp: B (N, K) packed into column panels (32 columns in an AVX-512 build, 16
+// otherwise: panel_columns()), and out (M, N) = a · Bᵀ from them
 at::Tensor panel_pack(const at::Tensor& b);
 void panel_mm_out(const at::Tensor& a, const at::Tensor& packed, int64_t n, at::Tensor& out);
 

@@ -3,28 +3,61 @@
 // (csrc/onlstm.cpp, csrc/lstm.cpp through Product, common.h) and the Python loops (the GEMM
 // backend "panel", treelm/kernels/gemm/backends.py).
 //
-//   packed[p][k][j] = B[p·NR + j][k]          (P = ⌈N / NR⌉ panels of NR = 16 columns, K rows;
-//                                              the last panel's missing columns are zeros)
+//   packed[p][k][j] = B[p·NR + j][k]          (P = ⌈N / NR⌉ panels of NR columns, K rows; the
+//                                              last panel's missing columns are zeros)
 //   C[i][p·NR + j]  = Σ_k A[i][k] · packed[p][k][j]
+//
+// NR depends on the instruction set the extension is built for (treelm/kernels/build.py), and so
+// does the packed layout: NR = 32 with AVX-512, 16 otherwise; panel_columns() says which, and
+// panel_mm refuses panels packed by another build.
 //
 // Why: at batch 20 a step's product (20×1150)·(1150×4830) is too short in M for the library
 // kernels, which reach about 60% of the FMA peak on it with AVX2 (the per-step products are half
 // of a training step at the paper's size). Here each thread takes whole panels; for each panel,
-// rows go MR = 5 at a time through a register tile of MR × 16 accumulators (10 of the 16 AVX2
-// registers, two for the panel's row, one for A's broadcast): per k, two loads of the panel and
-// MR broadcasts of A feed 2·MR FMAs. The panel (K × 64 bytes) comes from memory (L3 at best: the
-// weight is 22 MB) for the first tile and stays in L2 for the others, as A does. While the last
-// tile runs, it fetches the next panel into L2, one line per k: without that, the first tile of
-// every panel waited on L3, and the product above took 1.7 ms on the AVX2 proxy (oneDNN: 1.9);
-// with it 1.15 ms, near the FMA peak (the backward's (20×4830)·(4830×1150), whose panels are
-// four times longer, gains nothing from it). Cutting K into L1-sized stretches (GotoBLAS's
-// blocking) measured slower: the panels' reads lose their long runs in order.
+// rows go MR at a time through a register tile of MR × NR accumulators:
+// - AVX2: MR = 5, NR = 16 (10 of the 16 registers, two for the panel's row, one for A's
+//   broadcast): per k, two loads of the panel and 5 broadcasts of A feed 10 FMAs.
+// - AVX-512: MR = 10, NR = 32 (20 of the 32 zmm registers, two for the panel's row, one for the
+//   broadcast): per k, two loads and 10 broadcasts feed 20 FMAs, and a batch of 20 is two tiles,
+//   so each panel is read from L2 twice instead of four times. Tried on a 2-core Xeon with AMX
+//   (FMA peak 111-122 GMAC/s per core in zmm, 59-66 in ymm), the tile in a plain C++ timing
+//   loop (OpenMP over panels), 1 thread / 2 threads, µs per call:
+//       tile (rows × 32)  20×400·400×1680   20×1150·1150×4830   20×4830·4830×1150
+//       5                 234 /  94         1890 / 1052          2050 / 1106
+//       6                 236 /  88         1913 / 1088          2025 / 1132
+//       7                 204 /  89         1706 /  997          1865 / 1020
+//       8                 210 /  79         1731 /  923          1968 / 1018
+//       10                165 /  73         1573 /  882          1775 /  996
+//       12                198 /  75         1612 /  988          1736 /  988
+//       14                206 /  75         1677 /  949          1820 /  949
+//   10 rows were fastest for batch 20 (at batch 64, 8 or 14 rows beat 10 by 3-10%: 20 is the
+//   loops' batch, 64 only evaluation's). Through the extension,
+//   all backends taking turns (benchmarks/panel_tiles.py, its record of 2026-11-28), 2 threads,
+//   µs per call (fraction of the FMA peak): tree forward 20×400·400×1680 116 (0.52) against
+//   AVX2 tiles 160, MKL packed 132, oneDNN 189; tree backward 20×1680·1680×400 132 (0.46)
+//   against 167, torch.mm 156; paper forward 1110 (0.45) against 1490, MKL 1258; paper backward
+//   1344 (0.37) against 1564, MKL 1274, oneDNN 1268 (that one stays with the libraries). At
+//   batch 64 and batch 1 the libraries stay as fast or faster. The compiler broadcasts A into a
+//   register once for both FMAs rather than embedding the broadcast in each (one load per row
+//   and k instead of two).
+// The panel (K × NR × 4 bytes) comes from memory (L3 at best: the paper's weight is 22 MB) for
+// the first tile and stays in L2 for the others, as A does. While the last tile runs, it fetches
+// the next panel into L2, one 64-byte line per line of the panel: on the AVX2 proxy, without
+// that, the first tile of every panel waited on L3, and the product above took 1.7 ms (oneDNN:
+// 1.9); with it 1.15 ms, near the FMA peak (the backward's (20×4830)·(4830×1150), whose panels
+// are four times longer, gains nothing from it). With the AVX-512 tiles (10 rows), left out, the
+// forward products ran 5-20% slower on one thread, the backward's the same or faster, and on two
+// threads all within the noise of a shared machine: kept. Cutting K into L1-sized stretches (GotoBLAS's blocking)
+// measured slower: the panels' reads lose their long runs in order.
 // Without AVX2 and FMA the same loops run in plain C++ (the backend is then measured slower and
 // not chosen). Results differ from torch.mm's in the rounding of the K-sum's order only.
 
 #include "common.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define TREELM_PANEL_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define TREELM_PANEL_AVX2 1
 #endif
@@ -33,15 +66,52 @@ namespace treelm {
 
 namespace {
 
+#ifdef TREELM_PANEL_AVX512
+constexpr int64_t NR = 32;   // columns per panel: two 16-float zmm registers
+constexpr int MR = 10;       // rows per register tile (batch 20 = 2 tiles; see the table above)
+#else
 constexpr int64_t NR = 16;   // columns per panel: two 8-float AVX2 registers
-constexpr int64_t MR = 5;    // rows per register tile (batch 20 = 4 tiles)
+constexpr int MR = 5;        // rows per register tile (batch 20 = 4 tiles)
+#endif
 
 // C[0..R)[0..cols) (row stride ldc) = A[0..R)[0..K) (row stride lda) · panel (K × NR); with
-// `next`, the next panel is fetched into L2 meanwhile, one line (one k) per k
+// `next`, the next panel is fetched into L2 meanwhile, one line per line of the panel
 template <int R>
 inline void tile(int64_t K, const float* RESTRICT A, int64_t lda, const float* RESTRICT panel,
                  float* RESTRICT C, int64_t ldc, int64_t cols, const float* next) {
-#ifdef TREELM_PANEL_AVX2
+#if defined(TREELM_PANEL_AVX512)
+  // as the AVX2 tile below: every loop over r fully unrolled, so that the accumulators stay in
+  // registers
+  __m512 lo[R], hi[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    lo[r] = _mm512_setzero_ps();
+    hi[r] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    if (next) {               // a panel's row is two cache lines
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * NR), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * NR + 16), _MM_HINT_T1);
+    }
+    const __m512 b0 = _mm512_load_ps(panel + k * NR);
+    const __m512 b1 = _mm512_load_ps(panel + k * NR + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r * lda + k]);
+      lo[r] = _mm512_fmadd_ps(a, b0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(a, b1, hi[r]);
+    }
+  }
+  // the last panel stores only its real columns (masked stores: nothing past a row's end)
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF)
+                       : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    _mm512_mask_storeu_ps(C + r * ldc, m0, lo[r]);
+    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, hi[r]);
+  }
+#elif defined(TREELM_PANEL_AVX2)
   // every loop over r fully unrolled, so that the accumulators stay in registers (with a loop
   // left, GCC kept the arrays in memory and stored all ten of them at every k)
   __m256 lo[R], hi[R];
@@ -85,6 +155,19 @@ inline void tile(int64_t K, const float* RESTRICT A, int64_t lda, const float* R
 #endif
 }
 
+// the last `rows` (1..R) rows of a panel by a tile of exactly that many rows
+template <int R>
+inline void remainder_tile(int64_t rows, int64_t K, const float* A, int64_t lda,
+                           const float* panel, float* C, int64_t ldc, int64_t cols,
+                           const float* next) {
+  if constexpr (R > 0) {
+    if (rows == R)
+      tile<R>(K, A, lda, panel, C, ldc, cols, next);
+    else
+      remainder_tile<R - 1>(rows, K, A, lda, panel, C, ldc, cols, next);
+  }
+}
+
 // rows [0, M) of one panel, MR at a time, the last 1..MR-1 rows by a smaller tile; the last tile
 // fetches the `next` panel (or nothing) into L2, so that the next panel's first tile does not
 // wait on memory: the first tile is the one that brings a panel in, the others read it from L2
@@ -93,13 +176,8 @@ inline void panel_rows(int64_t M, int64_t K, const float* A, int64_t lda, const 
   int64_t i = 0;
   for (; i + MR <= M; i += MR)
     tile<MR>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, i + MR == M ? next : nullptr);
-  switch (M - i) {
-    case 4: tile<4>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next); break;
-    case 3: tile<3>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next); break;
-    case 2: tile<2>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next); break;
-    case 1: tile<1>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next); break;
-    default: break;
-  }
+  if (i < M)
+    remainder_tile<MR - 1>(M - i, K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next);
 }
 
 }  // namespace
@@ -129,9 +207,13 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   const int64_t M = a_.size(0), K = a_.size(1), P = packed.size(0);
   // rows with contiguous k (a size-1 dimension's stride means nothing, and contiguous() keeps it)
   const at::Tensor a = K > 1 && a_.stride(1) != 1 ? a_.contiguous() : a_;
+  // panels of another width come from a build for another instruction set (panel_columns());
+  // the tiles' aligned loads need each panel on a 64-byte boundary (as panel_pack allocates it)
   TORCH_CHECK(packed.dim() == 3 && packed.size(1) == K && packed.size(2) == NR &&
-                  packed.is_contiguous() && (n + NR - 1) / NR == P,
-              "panel_mm: the packed operand does not match (M, ", num(K), ") and N = ", num(n));
+                  packed.is_contiguous() && (n + NR - 1) / NR == P &&
+                  reinterpret_cast<std::uintptr_t>(packed.data_ptr()) % 64 == 0,
+              "panel_mm: the packed operand does not match (M, ", num(K), ") and N = ", num(n),
+              " in panels of ", num(NR), " columns, contiguous and 64-byte aligned");
   TORCH_CHECK(out.size(0) == M && out.size(1) == n && out.is_contiguous(), "panel_mm: out");
   const float* A = a.data_ptr<float>();
   const float* B = packed.data_ptr<float>();
@@ -153,9 +235,14 @@ at::Tensor panel_mm(const at::Tensor& a, const at::Tensor& packed, int64_t n) {
   return out;
 }
 
+int64_t panel_columns() { return NR; }
+
 void bind_panel_gemm(pybind11::module_& m) {
   namespace py = pybind11;
-  m.def("panel_pack", &panel_pack, "pack B (N, K) into 16-column panels", py::arg("b"),
+  m.def("panel_columns", &panel_columns,
+        "columns per panel of this build's panel_pack: 32 with AVX-512, 16 otherwise");
+  m.def("panel_pack", &panel_pack, "pack B (N, K) into panel_columns()-column panels",
+        py::arg("b"),
         py::call_guard<py::gil_scoped_release>());
   m.def("panel_mm", &panel_mm, "a (M, K) times the packed B, transposed: (M, N)", py::arg("a"),
         py::arg("packed"), py::arg("n"), py::call_guard<py::gil_scoped_release>());

@@ -3,7 +3,8 @@ weight prepared for a product on each: the ground :mod:`treelm.kernels.gemm.choi
 
 ``"mm"`` reads the operands as they are; ``"mkl"`` packs the weight once
 (``_mkl_reorder_linear_weight``) for MKL's linear; ``"onednn"`` reorders it for oneDNN's linear
-(or, for a single product, reads it as it is); ``"panel"`` packs it into 16-column panels for
+(or, for a single product, reads it as it is); ``"panel"`` packs it into column panels (32
+columns in an AVX-512 build of treelm's extension, 16 otherwise: its ``panel_columns()``) for
 treelm's own float32 kernel for a few rows (``csrc/panel_gemm.cpp``: a time loop's per-step
 products at batch 20, where the libraries' kernels reach about 60% of an AVX2 CPU's FMA peak).
 The library ops are PyTorch internals, so their presence is probed, never assumed: a build
