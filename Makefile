@@ -21,6 +21,8 @@ setup:  ## create .venv, install treelm with its test tools (torch 2.13.0 CPU), 
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e '.[dev]'
 	$(BIN)/python -m treelm.kernels.build   # the fused ON-LSTM's C++ loops (optional; says what it did)
+	# and their AVX2 build, which an AVX-512 CPU's tests and AVX2 proxy load (elsewhere: the same)
+	TREELM_CXX_ISA=avx2 $(BIN)/python -m treelm.kernels.build
 
 test:   ## the whole suite (CPU, 2 threads, no network, no shared data)
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest tests
