@@ -3,14 +3,17 @@
 
     .venv/bin/python benchmarks/cells.py [--json] [--sizes paper cpu] [--repeats N]
         [--gemm auto|mkl|onednn|mm] [--device cpu|cuda] [--models NAME ...] [--out PATH]
-        [--isa avx2]
+        [--isa avx2] [--interleave]
 
 Compares ``torch.nn.LSTM`` with treelm's cells: the reference ON-LSTM (``impl="reference"``), the
 fused ON-LSTM (``onlstm.fused``: ``impl="auto"``, on the CPU the C++ loops of
 :mod:`treelm.kernels.onlstm_cxx`; ``onlstm.fused-python``: ``impl="cpu"``, the pure-PyTorch
 Function of :mod:`treelm.kernels.onlstm_torch`) and whatever other cells ``treelm.cells`` provides.
 The record's ``cxx`` entry says whether the C++ loop ran (and if not, why). Each measurement:
-warm-up runs, then the median of ``--repeats`` timed runs. Prints a table (or the JSON with
+warm-up runs, then the median of ``--repeats`` timed runs (``--interleave``: the models' runs
+take turns, round by round, and each ratio is also given as its median over rounds,
+``ratios_paired``: on a VM whose speed drifts, models timed one after the other differed by 20%
+or more). Prints a table (or the JSON with
 ``--json``) and writes ``benchmarks/results/cells-<YYYYMMDD>.json`` (or ``--out``) with the
 machine (CPU vendor and model included) and the exact command line. The per-step recurrent
 products of the fused ON-LSTM and of the GEMM floor run on the backend :mod:`treelm.kernels.gemm`
@@ -271,6 +274,64 @@ def measure(
     return result
 
 
+def measure_interleaved(makers: dict[str, Maker], size: dict[str, int], warmup: int,
+                        repeats: int, device: torch.device = CPU) -> dict[str, dict[str, Any]]:
+    """:func:`measure` of several models at one size, their timed runs taking turns (round r
+    runs each model once, in order): a machine whose speed drifts (a cloud VM's neighbours, its
+    clock) slows every model of a round alike, so the ratios of one round's times hold where
+    models timed one after the other can differ by 20%. Each model's result adds its
+    ``ms_runs`` in round order; a model that cannot run at this size gets ``error``."""
+    tokens = size["bptt"] * size["batch"]
+    runs: dict[str, dict[str, Callable[[], None]]] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, make in makers.items():
+        torch.manual_seed(0)
+        try:
+            model, run = make(size, device)
+        except Exception as e:  # reported, not fatal, as measure's callers do
+            out[name] = {"error": f"{type(e).__name__}: {e}"}
+            continue
+        x = torch.randn(size["bptt"], size["batch"], size["input"]).to(device).requires_grad_()
+        params = list(model.parameters())
+
+        def train(run: Runner = run, x: Tensor = x, params: list = params) -> None:
+            for p in params:
+                p.grad = None
+            x.grad = None
+            run(x).sum().backward()
+
+        def infer(run: Runner = run, x: Tensor = x) -> None:
+            with torch.no_grad():
+                run(x)
+
+        runs[name], out[name] = {"train": train, "inference": infer}, {}
+    for mode in ("train", "inference"):
+        for name in runs:       # warm-ups (and each model's GEMM choices) first, untimed
+            gemm.clear_decisions()
+            time_runs(runs[name][mode], warmup, 0, device)
+            out[name][mode] = {"gemm": gemm.decisions()} if gemm.decisions() else {}
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(repeats):
+            for name in runs:
+                times[name] += time_runs(runs[name][mode], 0, 1, device, events=True)
+        for name, ts in times.items():
+            med = statistics.median(ts)
+            out[name][mode].update({"tokens_per_s": tokens / med, "ms_median": med * 1e3,
+                                    "ms_runs": [t * 1e3 for t in ts]})
+    return out
+
+
+def paired_ratios(by: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per mode, each of :data:`RATIOS` present as the median over rounds of one round's ratio
+    of tokens/s (the runs of ``--interleave``: round r of each model ran together)."""
+    out: dict[str, dict[str, float]] = {}
+    for mode in ("train", "inference"):
+        out[mode] = {name: statistics.median(tb / ta for ta, tb in zip(
+            by[a][mode]["ms_runs"], by[b][mode]["ms_runs"]))
+            for name, (a, b) in RATIOS.items() if a in by and b in by}
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="print the JSON instead of a table")
@@ -279,6 +340,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs first")
     ap.add_argument("--threads", type=int, default=THREADS)
     ap.add_argument("--models", nargs="+", default=None, help="only these (names as printed)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="the models' timed runs take turns, round by round, and the record adds "
+                    "each ratio's median over rounds (ratios_paired): for a machine whose speed "
+                    "drifts")
     ap.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
     ap.add_argument("--gemm", choices=gemm.CHOICES, default=None,
                     help="GEMM backend of the fused ON-LSTM and the floor's per-step products: "
@@ -312,14 +377,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if unknown:
         ap.error(f"unknown models {unknown}; available: {', '.join(available)}")
     results = []
+    paired: dict[str, dict[str, dict[str, float]]] = {}
     for size_name in args.sizes:
         size = SIZES[size_name]
-        for name in chosen:
-            entry: dict[str, Any] = {"size": size_name, "model": name}
-            try:
-                entry.update(measure(available[name], size, args.warmup, args.repeats, device))
-            except Exception as e:  # a cell that cannot run at this size is reported, not fatal
-                entry["error"] = f"{type(e).__name__}: {e}"
+        if args.interleave:
+            got = measure_interleaved({n: available[n] for n in chosen}, size, args.warmup,
+                                      args.repeats, device)
+            entries = [{"size": size_name, "model": n, **got[n]} for n in chosen]
+            paired[size_name] = paired_ratios({e["model"]: e for e in entries
+                                               if "error" not in e})
+        else:
+            entries = []
+            for name in chosen:
+                entry: dict[str, Any] = {"size": size_name, "model": name}
+                try:
+                    entry.update(measure(available[name], size, args.warmup, args.repeats,
+                                         device))
+                except Exception as e:  # a cell that cannot run at this size is reported
+                    entry["error"] = f"{type(e).__name__}: {e}"
+                entries.append(entry)
+        for entry in entries:
             results.append(entry)
             if not args.json:
                 _print_row(entry)
@@ -327,11 +404,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ratios: dict[str, dict[str, float]] = {}
     for size_name in args.sizes:
         by = {r["model"]: r for r in results if r["size"] == size_name and "error" not in r}
-        if {"onlstm.fused", "onlstm.reference", "nn.LSTM"} <= by.keys():
-            for mode in ("train", "inference"):
-                ratios[f"{size_name}.{mode}"] = {
-                    name: by[a][mode]["tokens_per_s"] / by[b][mode]["tokens_per_s"]
-                    for name, (a, b) in RATIOS.items() if a in by and b in by}
+        for mode in ("train", "inference"):
+            found = {name: by[a][mode]["tokens_per_s"] / by[b][mode]["tokens_per_s"]
+                     for name, (a, b) in RATIOS.items() if a in by and b in by}
+            if found:
+                ratios[f"{size_name}.{mode}"] = found
     report = {
         "command": shlex.join([sys.executable, *sys.argv] if argv is None else ["cells.py", *argv]),
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
@@ -351,6 +428,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "sizes": {k: SIZES[k] for k in args.sizes},
         "results": results,
         "ratios": ratios,
+        **({"interleaved": True, "ratios_paired": paired} if args.interleave else {}),
     }
     kind = ("cells-gpu" if device.type == "cuda"
             else f"cells-{args.isa}-proxy" if isa.get("proxy") else "cells")
@@ -362,6 +440,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         for key, r in ratios.items():
             print(f"{key}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
+        for size_name, modes in paired.items():
+            for mode, r in modes.items():
+                print(f"{size_name}.{mode}, median of rounds: "
+                      + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
         print(f"wrote {out}")
     return report
 
