@@ -91,6 +91,11 @@ def cells_section(path: Path, rec: dict) -> list[str]:
             if ratios:
                 out.append(f"- {mode}: " + ", ".join(f"{k.replace('_', ' ')} **{v:.2f}×**"
                                                      for k, v in ratios.items()))
+            paired = rec.get("ratios_paired", {}).get(size, {}).get(mode)
+            if paired:      # --interleave: the models' runs took turns
+                out.append(f"- {mode}, the median over the interleaved rounds of each round's "
+                           "ratio: " + ", ".join(f"{k.replace('_', ' ')} **{v:.2f}×**"
+                                                  for k, v in paired.items()))
         out.append("")
     return out
 

@@ -3,7 +3,7 @@ per token, for two or more configs side by side (issue 37 item 4: batch 20 × BP
 batch 64 × BPTT 35).
 
     python benchmarks/step_profile.py [--configs configs/ptb-onlstm-trees.yaml
-        configs/ptb-onlstm-cpu.yaml] [--steps 40] [--warmup 10] [--top 12] [--out PATH]
+        configs/ptb-onlstm-cpu.yaml] [--steps 40] [--warmup 300] [--top 12] [--out PATH]
 
 A step is ``Trainer.step`` taken apart, the same calls in the same order:
 
@@ -112,7 +112,7 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
             "config": config, "overrides": overrides, "step_macs": macs,
             "batch_size": cfg["train"].get("batch_size"), "bptt": cfg["train"].get("bptt"),
             "optimizer": tr.tc.optimizer, "precision": tr.choice.precision,
-            "steps": steps, "tokens": tokens, "tokens_per_step": tokens / steps,
+            "steps": steps, "warmup": warmup, "tokens": tokens, "tokens_per_step": tokens / steps,
             "tokens_per_s": round(tokens / total, 1), "ms_per_step": round(1e3 * total / steps, 2),
             "phases": {p: {"ms_per_step": round(1e3 * acc[p] / steps, 3),
                            "us_per_token": round(1e6 * acc[p] / tokens, 2),
@@ -211,7 +211,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--configs", nargs="+", default=CONFIGS)
     ap.add_argument("--steps", type=int, default=40, help="timed steps per config (default 40)")
-    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    # 300: with variable BPTT each new batch length is a new shape for the products (oneDNN's
+    # primitives, the GEMM choice's measurements): after 10 steps the tree config's bf16 step
+    # read 6,884 tokens/s, after 300 7,783, with fixed lengths 7,814 (Intel Xeon 6/167)
+    ap.add_argument("--warmup", type=int, default=300, help="untimed steps first (default 300)")
     ap.add_argument("--top", type=int, default=12, help="operators listed (default 12)")
     ap.add_argument("--out", type=Path, help="the record (default step_profile-DATE.json)")
     ap.add_argument("--peak-seconds", type=float, default=PEAK_SECONDS,

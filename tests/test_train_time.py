@@ -38,7 +38,8 @@ def test_a_tiny_run_is_recorded_whole(tmp_path, monkeypatch):
     phases = saved["seconds_by_phase"]
     assert sum(phases.values()) == pytest.approx(saved["seconds"], abs=0.1)
     assert saved["step_tokens_per_s"] > saved["tokens_per_s"] > 0
-    assert saved["whole_over_steps"] == pytest.approx(phases["steps"] / saved["seconds"], abs=1e-3)
+    # (the record's seconds are rounded to 0.1 s: a tiny run's share to about 1%)
+    assert saved["whole_over_steps"] == pytest.approx(phases["steps"] / saved["seconds"], rel=2e-2)
 
 
 def test_isa_from_python_needs_the_variables_set_first(tmp_path, monkeypatch):
