@@ -35,15 +35,15 @@ is ``"<file>:<line>: ..."`` with the line where the offending tree starts.
 
 from __future__ import annotations
 
-import functools
 import glob
 import os
 import re
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from treelm.data.nltk_sample import sample_files
 
 #: POS tags of "words" kept by the ON-LSTM / PRPN preprocessing (``word_tags`` in data_ptb.py).
 WORD_TAGS: frozenset[str] = frozenset(
@@ -324,14 +324,7 @@ def _nltk_sources(part: str | None = None) -> Iterator[tuple[str, str]]:
     in the directories of the ``NLTK_DATA`` environment variable as it is *now*, then in
     ``nltk.data.path``, read afresh on every call (no module-level caching).
     """
-    env = [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
-    found = _sample_in(env)
-    if found is None:
-        # NLTK's own default places: only then is nltk imported (1-2 s, as it imports scipy),
-        # so that a run's start does not pay for it
-        import nltk
-
-        found = _sample_in(list(nltk.data.path))
+    found = sample_files()
     if found is None:
         raise TreebankNotFound(
             "nltk:treebank:0: NLTK treebank sample not found; point NLTK_DATA at a directory "
@@ -341,35 +334,6 @@ def _nltk_sources(part: str | None = None) -> Iterator[tuple[str, str]]:
             continue
         name = f"nltk:treebank/{fileid}"
         yield name, _decode(read(), name)
-
-
-#: The sample's files, as NLTK's corpus reader names them (``fileids()``).
-_SAMPLE_FILE = re.compile(r"wsj_.*\.mrg")
-
-
-def _sample_in(dirs: Sequence[str]) -> list[tuple[str, Callable[[], bytes]]] | None:
-    """The NLTK sample's files in the first of ``dirs`` that holds ``corpora/treebank/combined``
-    (a directory, or inside ``corpora/treebank.zip``), as NLTK's ``data.find`` looks it up:
-    ``(fileid, read)`` in sorted order; None when no directory holds it."""
-    for d in dirs:          # NLTK's order: the folder in every directory, then the archive
-        folder = Path(d) / "corpora" / "treebank" / "combined"
-        if folder.is_dir():
-            return [(p.name, p.read_bytes) for p in sorted(folder.iterdir())
-                    if p.is_file() and _SAMPLE_FILE.fullmatch(p.name)]
-    for d in dirs:
-        archive = Path(d) / "corpora" / "treebank.zip"
-        if archive.is_file():
-            with zipfile.ZipFile(archive) as z:
-                inside = sorted(n for n in z.namelist() if n.startswith("treebank/combined/")
-                                and _SAMPLE_FILE.fullmatch(n.rpartition("/")[2]))
-            return [(n.rpartition("/")[2], functools.partial(_member, archive, n))
-                    for n in inside]
-    return None
-
-
-def _member(archive: Path, name: str) -> bytes:
-    with zipfile.ZipFile(archive) as z:
-        return z.read(name)
 
 
 def iter_parsed(
