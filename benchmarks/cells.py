@@ -234,13 +234,10 @@ def models(official: Path | None = None, device: torch.device = CPU) -> dict[str
 
 # --------------------------------------------------------------------------------- measuring
 
-def measure(
-    make: Maker,
-    size: dict[str, int],
-    warmup: int,
-    repeats: int,
-    device: torch.device = CPU,
-) -> dict[str, Any]:
+def _runs(make: Maker, size: dict[str, int], device: torch.device
+          ) -> dict[str, Callable[[], None]]:
+    """One model built at ``size``, as its two timed calls: ``train`` (forward + backward with
+    every gradient) and ``inference`` (forward under ``torch.no_grad``)."""
     torch.manual_seed(0)
     model, run = make(size, device)
     x = torch.randn(size["bptt"], size["batch"], size["input"]).to(device).requires_grad_()
@@ -256,17 +253,27 @@ def measure(
         with torch.no_grad():
             run(x)
 
-    tokens = size["bptt"] * size["batch"]
+    return {"train": train, "inference": infer}
+
+
+def _timed(size: dict[str, int], ts: list[float]) -> dict[str, Any]:
+    """One mode's figures from its runs' seconds: the median's tokens/s, and every run."""
+    med = statistics.median(ts)
+    return {"tokens_per_s": size["bptt"] * size["batch"] / med, "ms_median": med * 1e3,
+            "ms_runs": [t * 1e3 for t in ts]}
+
+
+def measure(
+    make: Maker,
+    size: dict[str, int],
+    warmup: int,
+    repeats: int,
+    device: torch.device = CPU,
+) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    for mode, fn in (("train", train), ("inference", infer)):
+    for mode, fn in _runs(make, size, device).items():
         gemm.clear_decisions()
-        ts = time_runs(fn, warmup, repeats, device, events=True)
-        med = statistics.median(ts)
-        result[mode] = {
-            "tokens_per_s": tokens / med,
-            "ms_median": med * 1e3,
-            "ms_runs": [t * 1e3 for t in ts],
-        }
+        result[mode] = _timed(size, time_runs(fn, warmup, repeats, device, events=True))
         # the GEMM backend of each recurrent product this model ran through treelm.kernels.gemm
         # (fused ON-LSTM, GEMM floor), chosen on the first (warm-up) run, not timed
         if gemm.decisions():
@@ -281,30 +288,13 @@ def measure_interleaved(makers: dict[str, Maker], size: dict[str, int], warmup: 
     clock) slows every model of a round alike, so the ratios of one round's times hold where
     models timed one after the other can differ by 20%. Each model's result adds its
     ``ms_runs`` in round order; a model that cannot run at this size gets ``error``."""
-    tokens = size["bptt"] * size["batch"]
     runs: dict[str, dict[str, Callable[[], None]]] = {}
     out: dict[str, dict[str, Any]] = {}
     for name, make in makers.items():
-        torch.manual_seed(0)
         try:
-            model, run = make(size, device)
+            runs[name], out[name] = _runs(make, size, device), {}
         except Exception as e:  # reported, not fatal, as measure's callers do
             out[name] = {"error": f"{type(e).__name__}: {e}"}
-            continue
-        x = torch.randn(size["bptt"], size["batch"], size["input"]).to(device).requires_grad_()
-        params = list(model.parameters())
-
-        def train(run: Runner = run, x: Tensor = x, params: list = params) -> None:
-            for p in params:
-                p.grad = None
-            x.grad = None
-            run(x).sum().backward()
-
-        def infer(run: Runner = run, x: Tensor = x) -> None:
-            with torch.no_grad():
-                run(x)
-
-        runs[name], out[name] = {"train": train, "inference": infer}, {}
     for mode in ("train", "inference"):
         for name in runs:       # warm-ups (and each model's GEMM choices) first, untimed
             gemm.clear_decisions()
@@ -315,9 +305,7 @@ def measure_interleaved(makers: dict[str, Maker], size: dict[str, int], warmup: 
             for name in runs:
                 times[name] += time_runs(runs[name][mode], 0, 1, device, events=True)
         for name, ts in times.items():
-            med = statistics.median(ts)
-            out[name][mode].update({"tokens_per_s": tokens / med, "ms_median": med * 1e3,
-                                    "ms_runs": [t * 1e3 for t in ts]})
+            out[name][mode].update(_timed(size, ts))
     return out
 
 

@@ -80,9 +80,10 @@ def timed_step(tr: Trainer, batch: Any, lr: float, acc: dict[str, float]) -> Non
     lap("optimizer")
 
 
-def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
-            ) -> dict[str, Any]:
-    """One config: its step's phases and top operators, per token."""
+def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str],
+            peak: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One config: its step's phases and top operators, per token; with ``peak``
+    (:func:`peaks`), its GMAC/s and fractions of the peaks too (:func:`fractions`)."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg = apply_overrides(load_config(config), ["train.lr_schedule=constant", *overrides])
         tr = Trainer(cfg, RunFiles(Path(tmp) / "run"), quiet=True)
@@ -107,9 +108,8 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
                 ptoks += batch.size
         ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
         prof_total = sum(e.self_cpu_time_total for e in ops)
-        macs = step_macs(cfg, tr)
-        return {
-            "config": config, "overrides": overrides, "step_macs": macs,
+        result = {
+            "config": config, "overrides": overrides,
             "batch_size": cfg["train"].get("batch_size"), "bptt": cfg["train"].get("bptt"),
             "optimizer": tr.tc.optimizer, "precision": tr.choice.precision,
             "steps": steps, "warmup": warmup, "tokens": tokens, "tokens_per_step": tokens / steps,
@@ -123,6 +123,9 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
                         for e in ops[:top]],
             "products_by_shape": _products(prof, steps, ptoks, prof_total, top),
         }
+        if peak is not None:
+            fractions(result, step_macs(cfg, tr), peak)
+        return result
 
 
 def onlstm_macs(sizes: list[int], chunk_size: int) -> float:
@@ -229,12 +232,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ap.error(f"config {c} not found")
     torch.set_flush_denormal(True)
     peak = peaks(args.peak_seconds)     # before the configs: the loops alone on the machine
-    results = [profile(c, args.steps, args.warmup, args.top, list(args.overrides))
+    results = [profile(c, args.steps, args.warmup, args.top, list(args.overrides), peak)
                for c in args.configs]
     base = results[-1]["tokens_per_s"]
     for r in results:
         r["tokens_per_s_over_last"] = round(r["tokens_per_s"] / base, 3)
-        fractions(r, r.pop("step_macs"), peak)
     record = {"torch_threads": torch.get_num_threads(), "peak": peak, "results": results}
     return write_result("step_profile", record, path=args.out or result_path("step_profile"))
 

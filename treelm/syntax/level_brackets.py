@@ -74,7 +74,7 @@ def bracket_masks(levels: Sequence[np.ndarray], rule: str) -> np.ndarray:
     real = np.arange(N + 1)[None, :] < lengths[:, None]         # [s, k]: k is a word
     k = np.broadcast_to(np.arange(N + 1), v.shape)
     rows = np.broadcast_to(np.arange(S)[:, None], v.shape)
-    mask = np.zeros((S, N + 2, N + 2), dtype=bool)
+    mask = np.zeros((S, N + 1, N + 1), dtype=bool)        # (every bound is <= N)
     if rule == "official":
         lo, hi = _bounds(v)
         whole = real & (hi - lo >= 2)
@@ -87,7 +87,7 @@ def bracket_masks(levels: Sequence[np.ndarray], rule: str) -> np.ndarray:
         split = real & (k >= 1)
         mask[rows[split], lo[split] - 1, hi[split]] = True
     mask[np.arange(S), 0, lengths] = False                       # the whole sentence
-    return mask[:, : N + 1, : N + 1]
+    return mask
 
 
 def gold_masks(gold: Sequence[set[Span]], size: int) -> np.ndarray:

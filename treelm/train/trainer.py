@@ -204,7 +204,6 @@ class Trainer(Persistence, Validation):
             of = f" of {self.tc.max_minutes}" if self.tc.max_minutes else ""
             self.tell(f"treelm: resuming {self.files.path} from step {s.step:,} (epoch {s.epoch}"
                       f", {s.elapsed / 60:.1f}{of} min done)")
-        self._tick()
         self.s.spend("start", time.perf_counter() - self._t_process)
         self.net.train()
         with StopRequests(self.tell) as self.stop:

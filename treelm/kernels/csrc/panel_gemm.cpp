@@ -19,36 +19,19 @@
 //   broadcast): per k, two loads of the panel and 5 broadcasts of A feed 10 FMAs.
 // - AVX-512: MR = 10, NR = 32 (20 of the 32 zmm registers, two for the panel's row, one for the
 //   broadcast): per k, two loads and 10 broadcasts feed 20 FMAs, and a batch of 20 is two tiles,
-//   so each panel is read from L2 twice instead of four times. Tried on a 2-core Xeon with AMX
-//   (FMA peak 111-122 GMAC/s per core in zmm, 59-66 in ymm), the tile in a plain C++ timing
-//   loop (OpenMP over panels), 1 thread / 2 threads, µs per call:
-//       tile (rows × 32)  20×400·400×1680   20×1150·1150×4830   20×4830·4830×1150
-//       5                 234 /  94         1890 / 1052          2050 / 1106
-//       6                 236 /  88         1913 / 1088          2025 / 1132
-//       7                 204 /  89         1706 /  997          1865 / 1020
-//       8                 210 /  79         1731 /  923          1968 / 1018
-//       10                165 /  73         1573 /  882          1775 /  996
-//       12                198 /  75         1612 /  988          1736 /  988
-//       14                206 /  75         1677 /  949          1820 /  949
-//   10 rows were fastest for batch 20 (at batch 64, 8 or 14 rows beat 10 by 3-10%: 20 is the
-//   loops' batch, 64 only evaluation's). Through the extension,
-//   all backends taking turns (benchmarks/panel_tiles.py, its record of 2026-11-28), 2 threads,
-//   µs per call (fraction of the FMA peak): tree forward 20×400·400×1680 116 (0.52) against
-//   AVX2 tiles 160, MKL packed 132, oneDNN 189; tree backward 20×1680·1680×400 132 (0.46)
-//   against 167, torch.mm 156; paper forward 1110 (0.45) against 1490, MKL 1258; paper backward
-//   1344 (0.37) against 1564, MKL 1274, oneDNN 1268 (that one stays with the libraries). At
-//   batch 64 and batch 1 the libraries stay as fast or faster. The compiler broadcasts A into a
-//   register once for both FMAs rather than embedding the broadcast in each (one load per row
-//   and k instead of two).
+//   so each panel is read from L2 twice instead of four times. Of tiles of 5 to 14 rows timed on
+//   a 2-core Xeon, 10 was the fastest at batch 20 (at batch 64, evaluation's, 8 or 14 rows were
+//   3-10% faster). Against the libraries, every backend taking turns: benchmarks/panel_tiles.py
+//   (its record: the tree config's per-step products 12-15% faster than MKL's and torch.mm's at
+//   2 threads, the paper size's forward too; its backward stays with the libraries).
 // The panel (K × NR × 4 bytes) comes from memory (L3 at best: the paper's weight is 22 MB) for
 // the first tile and stays in L2 for the others, as A does. While the last tile runs, it fetches
 // the next panel into L2, one 64-byte line per line of the panel: on the AVX2 proxy, without
 // that, the first tile of every panel waited on L3, and the product above took 1.7 ms (oneDNN:
 // 1.9); with it 1.15 ms, near the FMA peak (the backward's (20×4830)·(4830×1150), whose panels
-// are four times longer, gains nothing from it). With the AVX-512 tiles (10 rows), left out, the
-// forward products ran 5-20% slower on one thread, the backward's the same or faster, and on two
-// threads all within the noise of a shared machine: kept. Cutting K into L1-sized stretches (GotoBLAS's blocking)
-// measured slower: the panels' reads lose their long runs in order.
+// are four times longer, gains nothing from it). With the AVX-512 tiles, left out, the forward
+// products ran 5-20% slower on one thread. Cutting K into L1-sized stretches (GotoBLAS's
+// blocking) measured slower: the panels' reads lose their long runs in order.
 // Without AVX2 and FMA the same loops run in plain C++ (the backend is then measured slower and
 // not chosen). Results differ from torch.mm's in the rounding of the K-sum's order only.
 
@@ -242,8 +225,7 @@ void bind_panel_gemm(pybind11::module_& m) {
   m.def("panel_columns", &panel_columns,
         "columns per panel of this build's panel_pack: 32 with AVX-512, 16 otherwise");
   m.def("panel_pack", &panel_pack, "pack B (N, K) into panel_columns()-column panels",
-        py::arg("b"),
-        py::call_guard<py::gil_scoped_release>());
+        py::arg("b"), py::call_guard<py::gil_scoped_release>());
   m.def("panel_mm", &panel_mm, "a (M, K) times the packed B, transposed: (M, N)", py::arg("a"),
         py::arg("packed"), py::arg("n"), py::call_guard<py::gil_scoped_release>());
 }
