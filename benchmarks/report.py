@@ -311,15 +311,22 @@ def precision_section(path: Path, rec: dict) -> list[str]:
     return out + [""]
 
 
+def _cpu_head(title: str, path: Path, rec: dict) -> list[str]:
+    """A CPU record's heading and the start of its first line: record, command, machine, CPU
+    family/model/stepping (the caller goes on with ``; ...`` or ``. ...``)."""
+    m = rec.get("machine", {})
+    return [f"## {title}, {_machine_short(rec)}, {str(rec['date'])[:10]}, `{path.name}`", "",
+            f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}; CPU "
+            f"family/model/stepping {m.get('cpu_family_model_stepping', '?')}"]
+
+
 def simd_section(path: Path, rec: dict) -> list[str]:
     """One core's multiply-adds per second in float32 and in bfloat16 (bf16 / fp32's ceiling)."""
     m = rec.get("machine", {})
-    out = [f"## Vector multiply-add peak, one core (`benchmarks/simd_peak.py`), "
-           f"{_machine_short(rec)}, {str(rec['date'])[:10]}, `{path.name}`", "",
-           f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}; CPU "
-           f"family/model/stepping {m.get('cpu_family_model_stepping', '?')}, vector extensions "
-           f"{', '.join(m.get('cpu_simd', [])) or '?'}. {rec['accumulators']} independent "
-           f"accumulators, best of {rec['repeats']} runs.", "",
+    out = _cpu_head("Vector multiply-add peak, one core (`benchmarks/simd_peak.py`)", path, rec)
+    out[-1] += (f", vector extensions {', '.join(m.get('cpu_simd', [])) or '?'}. "
+                f"{rec['accumulators']} independent accumulators, best of {rec['repeats']} runs.")
+    out += ["",
            "| instruction | per ns | multiply-adds each | G multiply-adds/s |",
            "| --- | ---: | ---: | ---: |"]
     for name, row in rec["one_core"].items():
@@ -329,6 +336,37 @@ def simd_section(path: Path, rec: dict) -> list[str]:
         out += ["", f"bfloat16 over float32 at peak: **{rec['bf16_over_fp32_peak']:.2f}×**, "
                 "the most bfloat16 can do for a product on this CPU (a whole training step, "
                 "whose other work stays float32, gets less)."]
+    return out + [""]
+
+
+def gemm_backends_section(path: Path, rec: dict) -> list[str]:
+    """One float32 product on each library backend, against the FMA peak."""
+    out = _cpu_head("One float32 product per backend (`benchmarks/gemm_backends.py`)", path, rec)
+    out[-1] += (f". G multiply-adds/s a core, best of {rec['repeats']} turns; float32 peak a "
+                f"core {rec['peak']['fp32_peak_gmacs_per_s_per_core']} at "
+                f"{rec['peak']['fp32_vector_bits']} bits.")
+    out += ["", "| product | threads | `torch.mm` fp32 | oneDNN fp32 | oneDNN / `torch.mm` | "
+            "`torch.mm` bf16 |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rec["results"]:
+        out.append(f"| {r['product']} | {r['threads']} | "
+                   f"{r['torch.mm fp32']['gmacs_per_s_per_core']:.1f} | "
+                   f"{r['onednn fp32']['gmacs_per_s_per_core']:.1f} | "
+                   f"{r['onednn_over_mm_fp32']:.2f}× | "
+                   f"{r['torch.mm bf16']['gmacs_per_s_per_core']:.1f} |")
+    return out + [""]
+
+
+def loop_backends_section(path: Path, rec: dict) -> list[str]:
+    """The fused ON-LSTM's training pass with its loop products forced onto each backend."""
+    out = [f"## A time loop's products forced per backend (`benchmarks/loop_backends.py`), "
+           f"{_machine_short(rec)}, {str(rec['date'])[:10]}, `{path.name}`", "",
+           f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}. "
+           f"`onlstm.fused` at the {rec['size']} size, ms a training pass (median of "
+           f"{rec['repeats']}) in {rec['rounds']} rounds, the backends taking turns.", "",
+           "| loop products on | ms a pass, by round | median |", "| --- | --- | ---: |"]
+    for b, runs in rec["ms_per_pass"].items():
+        out.append(f"| {b} | {', '.join(f'{x:.1f}' for x in runs)} | "
+                   f"{rec['median_ms'][b]:.1f} |")
     return out + [""]
 
 
@@ -395,6 +433,10 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += precision_section(*r)
     for r in every("simd_peak", results):
         lines += simd_section(*r)
+    for r in every("gemm_backends", results):
+        lines += gemm_backends_section(*r)
+    for r in every("loop_backends", results):
+        lines += loop_backends_section(*r)
     for r in every("step_profile", results):
         lines += step_profile_section(*r)
     for r in every("output_layer", results):

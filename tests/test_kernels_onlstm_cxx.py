@@ -29,7 +29,11 @@ from torch import Tensor
 
 from treelm.cells.onlstm import ONLSTM
 from treelm.kernels import build, gemm, onlstm_sequence
-from treelm.kernels.onlstm_cxx import CxxONLSTMFunction, onlstm_cxx_sequence
+from treelm.kernels.onlstm_cxx import (
+    CxxONLSTMFunction,
+    CxxProjectedONLSTMFunction,
+    onlstm_cxx_sequence,
+)
 
 if shutil.which(os.environ.get("CXX", "c++")) is None:
     pytest.skip("no C++ compiler: the C++ ON-LSTM loop cannot be built here",
@@ -186,6 +190,37 @@ def test_cxx_function_gradcheck_direct() -> None:
     w = (torch.randn(G, H, **kw) * 0.4).requires_grad_()
     assert torch.autograd.gradcheck(
         lambda a, b, c, d: CxxONLSTMFunction.apply(a, b, c, d, L, True), (xp, h0, c0, w))
+
+
+def test_projected_function_gradcheck_direct() -> None:
+    """The float32 training path's Function, projection inside (one δGᵀ for both weight
+    gradients), checked in float64 against finite differences: x, W_ih, b, h_0, c_0, U."""
+    torch.manual_seed(2)
+    T, B, n_in, H, L = 4, 2, 3, 6, 3
+    G = 4 * H + 2 * L
+    kw = {"dtype": torch.float64, "requires_grad": True}
+    x, w_ih = torch.randn(T, B, n_in, **kw), torch.randn(G, n_in, **kw)
+    b, h0, c0 = torch.randn(G, **kw), torch.randn(B, H, **kw), torch.randn(B, H, **kw)
+    u = (torch.randn(G, H, dtype=torch.float64) * 0.4).requires_grad_()
+    for symmetric in (False, True):
+        assert torch.autograd.gradcheck(
+            lambda *t, s=symmetric: CxxProjectedONLSTMFunction.apply(*t, L, s),
+            (x, w_ih, b, h0, c0, u))
+
+
+def test_float32_training_takes_the_projected_function() -> None:
+    """Float32 with a gradient: the projection inside the Function; under bfloat16 autocast and
+    without a gradient, the projection outside as before."""
+    torch.manual_seed(0)
+    m = ONLSTM(3, 8, 2)
+    x = torch.randn(4, 2, 3)
+    out, _, _ = m(x)
+    assert type(out.grad_fn).__name__ == "CxxProjectedONLSTMFunctionBackward"
+    with torch.autocast("cpu", torch.bfloat16):
+        out, _, _ = m(x)
+    assert type(out.grad_fn).__name__ != "CxxProjectedONLSTMFunctionBackward"
+    with torch.no_grad():
+        assert m(x)[0].grad_fn is None
 
 
 def test_cxx_partial_grads_retain_graph_and_inplace_check(calls: dict[str, int]) -> None:

@@ -47,12 +47,13 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import step_matmul
+from treelm.kernels.gemm import FixedMatmul, matmul, step_matmul
 from treelm.kernels.onlstm_torch import LayerOutput, onlstm_torch_sequence, project_inputs
-from treelm.kernels.precision import no_autocast
+from treelm.kernels.precision import autocasting, no_autocast
 from treelm.kernels.sequence import cxx_extension, cxx_operands, weight_grad
 
-__all__ = ["CxxONLSTMFunction", "cxx_available", "onlstm_cxx_sequence"]
+__all__ = ["CxxONLSTMFunction", "CxxProjectedONLSTMFunction", "cxx_available",
+           "onlstm_cxx_sequence"]
 
 _DTYPES = (torch.float32, torch.float64)
 
@@ -109,6 +110,61 @@ class CxxONLSTMFunction(torch.autograd.Function):
                 dU, None, None, None)
 
 
+class CxxProjectedONLSTMFunction(torch.autograd.Function):
+    """``(x, W_ih, b, h0, c0, U) -> (out, h_T, c_T, df, di)``: :class:`CxxONLSTMFunction` with
+    the input projection ``xp = x W_ihᵀ + b`` inside, for float32 training outside autocast.
+
+    Why: both weight gradients read δGᵀ (δG = ∂L/∂xp, (T·B, G)): δW_ih = δGᵀ X and δU = δGᵀ
+    H_{t-1}. oneDNN's product takes its left operand row by row, so made apart (the projection's
+    autograd, then :func:`~treelm.kernels.sequence.weight_grad`) each copied δG transposed
+    itself; here one transposed copy serves both (at the paper's size a copy is 27 MB, about 5 ms
+    on 2 Zen 5 cores). δX = δG W_ih and δb = Σ δG read δG as it is. Same products, so the same
+    numbers as the two Functions apart wherever the measured backends agree."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight_ih: Tensor, bias: Tensor, h0: Tensor, c0: Tensor,
+                weight_hh: Tensor, n_levels: int, symmetric: bool
+                ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        ext = cxx_extension()
+        assert ext is not None
+        T, B, n_in = x.shape
+        x2 = x.reshape(T * B, n_in)
+        xp = FixedMatmul(weight_ih, T * B)(x2, add=bias).view(T, B, -1)
+        kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, False, None))
+        out, c_last, df, di, *saved = ext.forward(xp, h0, c0, kind, w, packed, n_levels,
+                                                  symmetric, True)
+        _, gates, P, cs, tanh_c = saved
+        ctx.symmetric = symmetric
+        ctx.save_for_backward(x2, weight_ih, h0, weight_hh, out, gates, P, saved[0], cs, tanh_c)
+        return out, out[-1].clone(), c_last.clone(), df, di
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
+                 ddf: Tensor | None, ddi: Tensor | None) -> tuple[Tensor | None, ...]:
+        x2, weight_ih, h0, weight_hh, out, gates, P, M, cs, tanh_c = ctx.saved_tensors
+        ext = cxx_extension()
+        assert ext is not None
+        T, B, G = gates.shape
+        need = ctx.needs_input_grad
+        kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, True, None))
+        dG, dh0, dc0 = ext.backward(dout, dh_last, dc_last, ddf, ddi, gates, P, M, cs, tanh_c,
+                                    kind, w, packed, ctx.symmetric)
+        d2 = dG.view(T * B, G)
+        dx = matmul(d2, weight_ih).view(T, B, -1) if need[0] else None
+        dw_ih = dU = None
+        if need[1] or need[5]:
+            d2t = d2.t().contiguous()           # δGᵀ once, in rows, for both weight gradients
+            if need[1]:
+                dw_ih = matmul(d2t, x2)
+            if need[5]:
+                hs = torch.cat((h0.unsqueeze(0), out[:-1])) if T > 1 else h0.unsqueeze(0)
+                dU = matmul(d2t, hs.view(T * B, -1))
+        db = d2.sum(0) if need[2] else None
+        return (dx, dw_ih, db, dh0 if need[3] else None, dc0 if need[4] else None, dU,
+                None, None)
+
+
 def _runs_here(x: Tensor, tensors: tuple[Tensor, ...]) -> bool:
     """CPU tensors of one float32/float64 dtype, and the extension loaded."""
     return (x.device.type == "cpu" and x.dtype in _DTYPES
@@ -126,6 +182,15 @@ def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tens
     if not _runs_here(x, (h0, c0, weight_ih, bias_ih, weight_hh, bias_hh)):
         return onlstm_torch_sequence(x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels,
                                    master_input)
+    tensors = (x, weight_ih, bias_ih, bias_hh, h0, c0, weight_hh)
+    if (x.dtype == torch.float32 and not autocasting("cpu") and torch.is_grad_enabled()
+            and any(t.requires_grad for t in tensors)):
+        if master_input not in ("paper", "symmetric"):
+            raise ValueError(f"unknown master_input {master_input!r}")
+        out, h, c, df, di = CxxProjectedONLSTMFunction.apply(
+            x, weight_ih, bias_ih + bias_hh, h0, c0, weight_hh, n_levels,
+            master_input == "symmetric")
+        return out, (h, c), {"df": df, "di": di}
     xp, h0, c0, symmetric, low, grad = project_inputs(x, state, weight_ih, bias_ih, weight_hh,
                                                       bias_hh, master_input)
     with no_autocast("cpu", low is not None):

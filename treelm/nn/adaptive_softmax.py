@@ -74,8 +74,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from treelm.kernels.precision import up
-from treelm.nn.linear_ce import linear_cross_entropy
+from treelm.kernels.gemm import linear
+from treelm.kernels.precision import autocasting, up
+from treelm.nn.linear_ce import linear_cross_entropy, measured
 from treelm.nn.output import Groups, OutputLayer
 
 
@@ -176,8 +177,17 @@ class AdaptiveSoftmax(OutputLayer):
         less."""
         u = up(F.linear(h, self.tail_in[c]))                   # (n, d_c)
         if self._first(c, h.size(0)):
-            return u, up(torch.mm(words, self.tail_out[c]))
+            return u, up(self._words_times(words, self.tail_out[c]))
         return up(F.linear(u, self.tail_out[c])), words
+
+    @staticmethod
+    def _words_times(words: Tensor, r: Tensor) -> Tensor:
+        """``E[V_c] R_c`` (a fixed shape, the tail's largest product): in float32 as ``linear``
+        (the backend measured fastest) where :func:`~treelm.nn.linear_ce.measured`, else
+        ``torch.mm`` (under autocast its bfloat16 product)."""
+        if autocasting(words.device.type) or not measured(words, r):
+            return torch.mm(words, r)
+        return linear(words, r.t())
 
     # ------------------------------------------------------------------ the uses
     def loss(self, h: Tensor, target: Tensor) -> Tensor:

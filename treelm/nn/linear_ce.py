@@ -24,6 +24,14 @@ Precision: under bfloat16 autocast the products take bfloat16 operands (as ``nn.
 the logits are brought to float32 before the bias, the log-softmax and the loss, which are float32;
 G is stored in bfloat16, as autocast's own backward of the logits would be. In float32 the numbers
 are ``F.cross_entropy(F.linear(h, W, b), y)``'s (``tests/test_linear_ce.py``).
+
+Float32 products (above :data:`MEASURED_MACS`) run on the GEMM backend measured fastest for
+their shape (:func:`treelm.kernels.gemm.matmul`), not always ``torch.mm``'s: MKL's sgemm, which
+``torch.mm`` calls on x86, runs its AVX2 code on an AMD CPU with AVX-512, where oneDNN runs
+AVX-512. On a Zen 5 the head's (1400×400)·(400×2001) ran at 50 GMAC/s a core in ``torch.mm`` and
+120 in oneDNN (``benchmarks/gemm_backends.py``, ``gemm_backends-zen5-20261128.json``). Where the
+libraries are even (an Intel CPU, an AVX2 one) the measurement keeps ``torch.mm``. bfloat16
+products stay ``torch.mm``'s (oneDNN's already).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from treelm.kernels import gemm
 from treelm.kernels.softmax_ce import softmax_ce_rows
 
 BLOCK = 4096         # rows of logits per product: a whole batch of every shipped config
@@ -42,6 +51,23 @@ def _operand_dtype(h: Tensor) -> torch.dtype:
     if torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) == torch.bfloat16:
         return torch.bfloat16
     return h.dtype
+
+
+#: Float32 products of at least this many multiply-adds go through the measured choice; smaller
+#: ones stay ``torch.mm``'s: timed in microseconds, their backends tie within the noise, and a
+#: choice that flips between processes would round two runs of one seed differently
+MEASURED_MACS = 1 << 24
+
+
+def measured(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a @ b`` takes the measured backend: float32 and at least :data:`MEASURED_MACS`."""
+    return a.dtype == torch.float32 and a.shape[0] * a.shape[1] * b.shape[-1] >= MEASURED_MACS
+
+
+def _mm(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+    """``a @ b`` (into ``out``): on the backend measured fastest where :func:`measured`, else
+    ``torch.mm``."""
+    return gemm.matmul(a, b, out=out) if measured(a, b) else torch.mm(a, b, out=out)
 
 
 def _rows_torch(z: Tensor, bias: Tensor | None, target: Tensor, grad_bias: Tensor | None,
@@ -76,7 +102,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         b = None if bias is None else bias.to(acc).contiguous()     # once, not per block
         for lo in range(0, n, block):
             hi = min(lo + block, n)
-            z = torch.mm(hc[lo:hi], wc.t(), out=grad_z[lo:hi])       # G's rows, overwritten
+            z = _mm(hc[lo:hi], wc.t(), out=grad_z[lo:hi])       # G's rows, overwritten
             loss = softmax_ce_rows(z, b, target[lo:hi], grad_b)
             total += _rows_torch(z, b, target[lo:hi], grad_b, acc) if loss is None else loss
         ctx.save_for_backward(hc, wc, grad_z, grad_b)
@@ -90,9 +116,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
         h_dtype, w_dtype = ctx.dtypes
         grad_h = grad_w = grad_bias = None
         if ctx.needs_input_grad[0]:
-            grad_h = (torch.mm(grad_z, wc).to(scale.dtype) * scale).to(h_dtype)
+            grad_h = (_mm(grad_z, wc).to(scale.dtype) * scale).to(h_dtype)
         if ctx.needs_input_grad[1]:
-            grad_w = (torch.mm(grad_z.t(), hc).to(scale.dtype) * scale).to(w_dtype)
+            grad_w = (_mm(grad_z.t(), hc).to(scale.dtype) * scale).to(w_dtype)
         if grad_b is not None and ctx.needs_input_grad[2]:
             grad_bias = (grad_b * scale).to(grad_b.dtype)
         return grad_h, grad_w, grad_bias, None, None, None

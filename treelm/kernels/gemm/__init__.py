@@ -31,9 +31,9 @@ Products against a weight used ``steps > 1`` times (a time loop) choose among ``
 products (``steps == 1``: an input projection over all steps, a weight gradient) choose between
 ``mm`` and ``onednn`` on the unpacked weight (packing pays only when reused; MKL's packed and
 plain products run the same kernels). Near ties go to the simpler backend (:data:`BACKENDS`
-order, within :data:`TIE_MARGIN`) so that the choice, and with it the rounding, does not flip
-between runs on noise. Every backend computes in float32 arithmetic; they differ only in
-summation order (oneDNN's results differ from MKL's by a few float32 ulps).
+order, within :data:`TIE_MARGIN`, 5% in a loop) so that the choice, and with it the rounding,
+does not flip between runs on noise. Every backend computes in float32 arithmetic; they differ
+only in summation order (oneDNN's results differ from MKL's by a few float32 ulps).
 
 The package: :mod:`.backends` (which backends this build has, the overrides, preparing a weight
 for a product), :mod:`.choice` (measuring the candidates for a shape, the cache of measurements

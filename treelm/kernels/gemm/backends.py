@@ -168,12 +168,22 @@ class Prepared:
     packed: Tensor | None
     batch: int
 
-    def __call__(self, a: Tensor) -> Tensor:
+    def __call__(self, a: Tensor, bias: Tensor | None = None) -> Tensor:
+        """``a Wᵀ`` (``+ bias``, a vector over the columns: oneDNN and MKL add it as the product
+        is written, so a bias costs no pass of its own; the panels take none)."""
         if self.backend == "mkl":
-            return torch.ops.mkl._mkl_linear(a, self.packed, self.weight, None, self.batch)
+            return torch.ops.mkl._mkl_linear(a, self.packed, self.weight, bias, self.batch)
         if self.backend == "panel":
+            if bias is not None:
+                raise ValueError("the panel product takes no bias")
             return _extension().panel_mm(a, self.packed, self.weight.shape[0])
-        return torch.ops.mkldnn._linear_pointwise(a, self.weight, None, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(a, self.weight, bias, "none", [], "")
+
+    def takes_bias(self, bias: Tensor, a: Tensor) -> bool:
+        """Whether :meth:`__call__` can add ``bias`` itself: a vector of ``a``'s dtype, on a
+        library backend."""
+        return (self.backend != "panel" and bias.dim() == 1 and bias.dtype == a.dtype
+                and bias.is_contiguous())
 
 
 def _prepare(backend: str, weight: Tensor, batch: int, transpose: bool, once: bool) -> Product:

@@ -32,9 +32,18 @@ from treelm.kernels.gemm.backends import (
 _log = logging.getLogger("treelm.kernels.gemm")
 
 REPEATS = 3              # timed rounds over the backends (the best per backend counts) ...
+LOOP_REPEATS = 7         # ... for a loop's product: its choice serves every step, and a loop's
+                         # products are small (a round of four backends takes a few ms); on a
+                         # noisy VM three rounds left the paper size's backward a coin toss
 SLOW_CALL_S = 0.02       # ... or one round where a call takes longer than this (big products)
 MIN_TIMED_S = 2e-4       # tiny products are timed in batches of calls lasting at least this long
 TIE_MARGIN = 0.1         # a later backend must be more than 10% cheaper to displace an earlier one
+# ... in a time loop more than 5%: there the panels' lead over oneDNN was larger in the loop than
+# alone. On 2 Zen 5 cores at the paper's size the forward's panels measured 7% cheaper alone and
+# lost to oneDNN under 10%, and the fused pass took 184 ms against 162-178 on panels
+# (cells-zen5-paper-after-20261129.json); forced, the loop's products gave 161.7 ms a pass on
+# panels and 173.1 on oneDNN (benchmarks/loop_backends.py, loop_backends-zen5-20261129.json)
+LOOP_TIE_MARGIN = 0.05
 
 def _colmajor(t: Tensor) -> bool:
     """Whether a 2-D operand is a transposed view (its rows are strided, its columns not)."""
@@ -79,10 +88,11 @@ class Measurement:
     def best(self, steps: int, among: tuple[str, ...] = BACKENDS) -> str:
         """The cheapest backend for ``steps`` calls (of those ``among``); an earlier one in
         :data:`BACKENDS` order wins unless a later one is cheaper by more than
-        :data:`TIE_MARGIN`."""
+        :data:`TIE_MARGIN` (:data:`LOOP_TIE_MARGIN` for a loop's ``steps > 1``)."""
         order = [b for b in BACKENDS if b in self.call_ms and b in among]
         low = min(self.cost(b, steps) for b in order)
-        return next(b for b in order if self.cost(b, steps) <= low * (1 + TIE_MARGIN))
+        margin = TIE_MARGIN if steps <= 1 else LOOP_TIE_MARGIN
+        return next(b for b in order if self.cost(b, steps) <= low * (1 + margin))
 
 
 @dataclass(frozen=True)
@@ -112,8 +122,9 @@ def _measure(weight: Tensor, batch: int, transpose: bool, a_t: bool, once: bool,
     Per backend: prepare (a packing twice: the first one also pays one-off costs, fresh pages and
     primitive set-up, that a training loop re-packing into the memory it just freed does not), one
     warm-up call, one timed call that sets how many calls make a timing of at least
-    ``MIN_TIMED_S``. Then :data:`REPEATS` rounds (one where a call is slower than
-    ``SLOW_CALL_S``) time every backend in turn, the best per backend counting: taking turns means
+    ``MIN_TIMED_S``. Then :data:`REPEATS` rounds (:data:`LOOP_REPEATS` for a loop's product;
+    one where a call is slower than ``SLOW_CALL_S``) time every backend in turn, the best per
+    backend counting: taking turns means
     a burst of load from another process hits all candidates, not just one. The left operand is
     random, laid out as the real one (``a_t``: a transposed view), from an own generator: drawing
     from the global one would shift every later dropout mask, so a run that measured would not
@@ -147,7 +158,7 @@ def _measure(weight: Tensor, batch: int, transpose: bool, a_t: bool, once: bool,
             result.call_ms[backend] = first * 1e3
             calls[backend] = max(1, min(100, int(MIN_TIMED_S / max(first, 1e-7))))
             slowest = max(slowest, first)
-        for _ in range(1 if slowest > SLOW_CALL_S else REPEATS):
+        for _ in range(1 if slowest > SLOW_CALL_S else REPEATS if once else LOOP_REPEATS):
             for backend, fn in products.items():
                 t = _timed(fn, a, calls[backend]) * 1e3
                 result.call_ms[backend] = min(result.call_ms[backend], t)

@@ -66,7 +66,10 @@ class FixedMatmul:
             if add is None:
                 return torch.mm(a, self.rhs) if out is None else torch.mm(a, self.rhs, out=out)
             return torch.addmm(add, a, self.rhs, out=out)
-        r = self.product(a)
+        p = self.product
+        if add is not None and out is None and isinstance(p, Prepared) and p.takes_bias(add, a):
+            return p(a, bias=add)       # the bias added as the product is written: no pass
+        r = p(a)
         if add is None:
             return r if out is None else out.copy_(r)
         return torch.add(add, r, out=out)
@@ -113,10 +116,11 @@ def step_matmul(weight: Tensor, batch: int, steps: int, transpose: bool,
     return CastMatmul(weight, batch, dtype, transpose=transpose, steps=steps)
 
 
-def matmul(a: Tensor, b: Tensor) -> Tensor:
+def matmul(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     """``a @ b`` for 2-D ``a`` (M, K), ``b`` (K, N), a single product on the backend measured
-    fastest for its shape and layouts (a weight gradient ``δyᵀ · x``, say). Not differentiable."""
-    return FixedMatmul(b, a.shape[0], transpose=True, a_t=_colmajor(a))(a)
+    fastest for its shape and layouts (a weight gradient ``δyᵀ · x``, say), written into ``out``
+    when given. Not differentiable."""
+    return FixedMatmul(b, a.shape[0], transpose=True, a_t=_colmajor(a))(a, out=out)
 
 
 # ------------------------------------------------------------------- differentiable: linear
