@@ -50,7 +50,12 @@ from torch.autograd.function import once_differentiable
 from treelm.kernels.gemm import FixedMatmul, matmul, step_matmul
 from treelm.kernels.onlstm_torch import LayerOutput, onlstm_torch_sequence, project_inputs
 from treelm.kernels.precision import autocasting, no_autocast
-from treelm.kernels.sequence import cxx_extension, cxx_operands, weight_grad
+from treelm.kernels.sequence import (
+    cxx_extension,
+    cxx_operands,
+    previous_states,
+    weight_grad,
+)
 
 __all__ = ["CxxONLSTMFunction", "CxxProjectedONLSTMFunction", "cxx_available",
            "onlstm_cxx_sequence"]
@@ -158,8 +163,7 @@ class CxxProjectedONLSTMFunction(torch.autograd.Function):
             if need[1]:
                 dw_ih = matmul(d2t, x2)
             if need[5]:
-                hs = torch.cat((h0.unsqueeze(0), out[:-1])) if T > 1 else h0.unsqueeze(0)
-                dU = matmul(d2t, hs.view(T * B, -1))
+                dU = matmul(d2t, previous_states(h0, out))
         db = d2.sum(0) if need[2] else None
         return (dx, dw_ih, db, dh0 if need[3] else None, dc0 if need[4] else None, dU,
                 None, None)

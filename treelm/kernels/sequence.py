@@ -20,7 +20,7 @@ from torch import Tensor
 from treelm.kernels.gemm import CastMatmul, FixedMatmul, linear, matmul
 from treelm.kernels.precision import autocast_dtype
 
-__all__ = ["cxx_extension", "cxx_operands", "project_inputs", "weight_grad"]
+__all__ = ["cxx_extension", "cxx_operands", "previous_states", "project_inputs", "weight_grad"]
 
 _KIND = {"mm": 0, "mkl": 1, "onednn": 2, "panel": 3}
 
@@ -42,13 +42,18 @@ def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, b
     return xp, h0, c0, low, grad
 
 
+def previous_states(h0: Tensor, out: Tensor) -> Tensor:
+    """``(h_0, …, h_{T-1})`` as ``(T·B, H)`` rows: what the recurrent product read at each
+    step, the right operand of ``δU``."""
+    hs = torch.cat((h0.unsqueeze(0), out[:-1])) if out.shape[0] > 1 else h0.unsqueeze(0)
+    return hs.reshape(-1, out.shape[-1])
+
+
 def weight_grad(dG: Tensor, h0: Tensor, out: Tensor, gemm_dtype: torch.dtype | None,
                 dtype: torch.dtype) -> Tensor:
     """``δU = Σ_t δz_tᵀ h_{t-1}``: one ``(G, T·B)·(T·B, H)`` product (in ``gemm_dtype`` when
     set), returned in ``dtype``."""
-    T, _, G = dG.shape
-    hs = torch.cat((h0.unsqueeze(0), out[:-1])) if T > 1 else h0.unsqueeze(0)
-    a, b = dG.reshape(-1, G), hs.reshape(-1, out.shape[-1])
+    a, b = dG.reshape(-1, dG.shape[-1]), previous_states(h0, out)
     if gemm_dtype is None:
         return matmul(a.t(), b)
     return matmul(a.to(gemm_dtype).t(), b.to(gemm_dtype)).to(dtype)
