@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from common import write_result  # noqa: E402
 
+from treelm.kernels.gemm.backends import _prepare  # noqa: E402
+
 #: (name, M, K, N) of a · Wᵀ: the tree config's single products (1400 = 20 × 70 rows)
 SHAPES = [("head logits (1400×400)·(400×2001)", 1400, 400, 2001),
           ("tail words E·R (8000×400)·(400×100)", 8000, 400, 100),
@@ -58,10 +60,11 @@ def measure(threads: int, repeats: int, fp32_peak: float | None) -> list[dict[st
     for name, m, k, n in SHAPES:
         a, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
         ab, wb = a.bfloat16(), w.bfloat16()
+        # each backend as treelm.kernels.gemm prepares it for a single product
+        mm, onednn = (_prepare(b, w, m, False, True) for b in ("mm", "onednn"))
         fns: dict[str, Callable[[], object]] = {
-            "torch.mm fp32": lambda a=a, w=w: torch.mm(a, w.t()),
-            "onednn fp32": lambda a=a, w=w: torch.ops.mkldnn._linear_pointwise(
-                a, w, None, "none", [], ""),
+            "torch.mm fp32": lambda a=a, f=mm: f(a),
+            "onednn fp32": lambda a=a, f=onednn: f(a),
             "torch.mm bf16": lambda a=ab, w=wb: torch.mm(a, w.t())}
         secs = _best(fns, repeats)
         row: dict[str, Any] = {"product": name, "threads": threads}

@@ -48,7 +48,12 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from treelm.kernels.gemm import FixedMatmul, matmul, step_matmul
-from treelm.kernels.onlstm_torch import LayerOutput, onlstm_torch_sequence, project_inputs
+from treelm.kernels.onlstm_torch import (
+    LayerOutput,
+    is_symmetric,
+    onlstm_torch_sequence,
+    project_inputs,
+)
 from treelm.kernels.precision import autocasting, no_autocast
 from treelm.kernels.sequence import (
     cxx_extension,
@@ -68,6 +73,36 @@ def cxx_available() -> bool:
     return cxx_extension() is not None
 
 
+def _loop_forward(xp: Tensor, h0: Tensor, c0: Tensor, weight_hh: Tensor, n_levels: int,
+                  symmetric: bool, gemm_dtype: torch.dtype | None, save: bool
+                  ) -> tuple[Tensor, Tensor, Tensor, Tensor, tuple[Tensor, ...]]:
+    """The forward time loop in C++: ``(out, c_T, df, di, saved)``, ``saved`` what the
+    backward loop reads (``M, gates, P, cs, tanh_c``; empty unless ``save``)."""
+    ext = cxx_extension()
+    assert ext is not None
+    T, B, _ = xp.shape
+    kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, False, gemm_dtype))
+    out, c_last, df, di, *saved = ext.forward(xp, h0, c0, kind, w, packed, n_levels, symmetric,
+                                              save)
+    if not save:
+        return out, c_last, df, di, ()
+    M, gates, P, cs, tanh_c = saved
+    return out, c_last, df, di, (gates, P, M, cs, tanh_c)
+
+
+def _loop_backward(grads: tuple[Tensor | None, ...], saved: tuple[Tensor, ...],
+                   weight_hh: Tensor, symmetric: bool, gemm_dtype: torch.dtype | None
+                   ) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward time loop in C++: ``(δG, δh_0, δc_0)`` from the outputs' gradients
+    ``(dout, dh_T, dc_T, ddf, ddi)`` and the forward's ``saved`` (``gates, P, M, cs,
+    tanh_c``)."""
+    ext = cxx_extension()
+    assert ext is not None
+    T, B, _ = saved[0].shape
+    kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, True, gemm_dtype))
+    return ext.backward(*grads, *saved, kind, w, packed, symmetric)
+
+
 class CxxONLSTMFunction(torch.autograd.Function):
     """``(xp, h0, c0, weight_hh) -> (out, h_T, c_T, df, di)`` as
     :class:`treelm.kernels.onlstm_torch.ONLSTMFunction`, both loops in C++."""
@@ -83,33 +118,24 @@ class CxxONLSTMFunction(torch.autograd.Function):
         symmetric: bool,
         gemm_dtype: torch.dtype | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        ext = cxx_extension()
-        assert ext is not None
-        T, B, _ = xp.shape
         save = any(ctx.needs_input_grad[:4])
-        kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, False, gemm_dtype))
-        out, c_last, df, di, *saved = ext.forward(xp, h0, c0, kind, w, packed, n_levels,
-                                                  symmetric, save)
+        out, c_last, df, di, saved = _loop_forward(xp, h0, c0, weight_hh, n_levels, symmetric,
+                                                   gemm_dtype, save)
         ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
         if save:
-            _, gates, P, cs, tanh_c = saved
-            ctx.save_for_backward(h0, weight_hh, out, gates, P, saved[0], cs, tanh_c)
+            ctx.save_for_backward(h0, weight_hh, out, *saved)
         return out, out[-1].clone(), c_last.clone(), df, di
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
                  ddf: Tensor | None, ddi: Tensor | None) -> tuple[Tensor | None, ...]:
-        h0, weight_hh, out, gates, P, M, cs, tanh_c = ctx.saved_tensors
-        ext = cxx_extension()
-        assert ext is not None
-        T, B, _ = gates.shape
+        h0, weight_hh, out, *saved = ctx.saved_tensors
         need = ctx.needs_input_grad
         low = ctx.gemm_dtype
         with no_autocast(h0.device.type, low is not None):
-            kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, True, low))
-            dG, dh0, dc0 = ext.backward(dout, dh_last, dc_last, ddf, ddi, gates, P, M, cs,
-                                        tanh_c, kind, w, packed, ctx.symmetric)
+            dG, dh0, dc0 = _loop_backward((dout, dh_last, dc_last, ddf, ddi), tuple(saved),
+                                          weight_hh, ctx.symmetric, low)
             dU = weight_grad(dG, h0, out, low, weight_hh.dtype) if need[3] else None
         return (dG if need[0] else None, dh0 if need[1] else None, dc0 if need[2] else None,
                 dU, None, None, None)
@@ -130,31 +156,24 @@ class CxxProjectedONLSTMFunction(torch.autograd.Function):
     def forward(ctx: Any, x: Tensor, weight_ih: Tensor, bias: Tensor, h0: Tensor, c0: Tensor,
                 weight_hh: Tensor, n_levels: int, symmetric: bool
                 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        ext = cxx_extension()
-        assert ext is not None
         T, B, n_in = x.shape
         x2 = x.reshape(T * B, n_in)
         xp = FixedMatmul(weight_ih, T * B)(x2, add=bias).view(T, B, -1)
-        kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, False, None))
-        out, c_last, df, di, *saved = ext.forward(xp, h0, c0, kind, w, packed, n_levels,
-                                                  symmetric, True)
-        _, gates, P, cs, tanh_c = saved
+        out, c_last, df, di, saved = _loop_forward(xp, h0, c0, weight_hh, n_levels, symmetric,
+                                                   None, True)
         ctx.symmetric = symmetric
-        ctx.save_for_backward(x2, weight_ih, h0, weight_hh, out, gates, P, saved[0], cs, tanh_c)
+        ctx.save_for_backward(x2, weight_ih, h0, weight_hh, out, *saved)
         return out, out[-1].clone(), c_last.clone(), df, di
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
                  ddf: Tensor | None, ddi: Tensor | None) -> tuple[Tensor | None, ...]:
-        x2, weight_ih, h0, weight_hh, out, gates, P, M, cs, tanh_c = ctx.saved_tensors
-        ext = cxx_extension()
-        assert ext is not None
-        T, B, G = gates.shape
+        x2, weight_ih, h0, weight_hh, out, *saved = ctx.saved_tensors
         need = ctx.needs_input_grad
-        kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, True, None))
-        dG, dh0, dc0 = ext.backward(dout, dh_last, dc_last, ddf, ddi, gates, P, M, cs, tanh_c,
-                                    kind, w, packed, ctx.symmetric)
+        dG, dh0, dc0 = _loop_backward((dout, dh_last, dc_last, ddf, ddi), tuple(saved),
+                                      weight_hh, ctx.symmetric, None)
+        T, B, G = dG.shape
         d2 = dG.view(T * B, G)
         dx = matmul(d2, weight_ih).view(T, B, -1) if need[0] else None
         dw_ih = dU = None
@@ -189,11 +208,9 @@ def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tens
     tensors = (x, weight_ih, bias_ih, bias_hh, h0, c0, weight_hh)
     if (x.dtype == torch.float32 and not autocasting("cpu") and torch.is_grad_enabled()
             and any(t.requires_grad for t in tensors)):
-        if master_input not in ("paper", "symmetric"):
-            raise ValueError(f"unknown master_input {master_input!r}")
         out, h, c, df, di = CxxProjectedONLSTMFunction.apply(
             x, weight_ih, bias_ih + bias_hh, h0, c0, weight_hh, n_levels,
-            master_input == "symmetric")
+            is_symmetric(master_input))
         return out, (h, c), {"df": df, "di": di}
     xp, h0, c0, symmetric, low, grad = project_inputs(x, state, weight_ih, bias_ih, weight_hh,
                                                       bias_hh, master_input)
@@ -203,11 +220,7 @@ def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tens
                 xp, h0, c0, weight_hh, n_levels, symmetric, low
             )
         else:
-            T, B, _ = xp.shape
-            ext = cxx_extension()
-            assert ext is not None
-            kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, False, low))
-            out, c, df, di, _ = ext.forward(xp, h0, c0, kind, w, packed, n_levels, symmetric,
-                                            False)
+            out, c, df, di, _ = _loop_forward(xp, h0, c0, weight_hh, n_levels, symmetric, low,
+                                              False)
             h = out[-1]
     return out, (h, c), {"df": df, "di": di}

@@ -372,7 +372,14 @@ def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, b
     (:func:`treelm.kernels.sequence.project_inputs`), with the master input gate's variant
     checked; returns ``(xp, h0, c0, symmetric, autocast dtype or None, whether a gradient is
     wanted)``."""
+    symmetric = is_symmetric(master_input)
+    xp, h0, c0, low, grad = project(x, state, weight_ih, bias_ih, weight_hh, bias_hh)
+    return xp, h0, c0, symmetric, low, grad
+
+
+def is_symmetric(master_input: str) -> bool:
+    """Whether the master input gate is Su's symmetric one (else the paper's ``1 − cumax``);
+    any other name is refused."""
     if master_input not in ("paper", "symmetric"):
         raise ValueError(f"unknown master_input {master_input!r}")
-    xp, h0, c0, low, grad = project(x, state, weight_ih, bias_ih, weight_hh, bias_hh)
-    return xp, h0, c0, master_input == "symmetric", low, grad
+    return master_input == "symmetric"
