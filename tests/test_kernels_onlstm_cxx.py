@@ -29,11 +29,13 @@ from torch import Tensor
 
 from treelm.cells.onlstm import ONLSTM
 from treelm.kernels import build, gemm, onlstm_sequence
+from treelm.kernels.gemm import step_matmul
 from treelm.kernels.onlstm_cxx import (
     CxxONLSTMFunction,
     CxxProjectedONLSTMFunction,
     onlstm_cxx_sequence,
 )
+from treelm.kernels.sequence import cxx_operands
 
 if shutil.which(os.environ.get("CXX", "c++")) is None:
     pytest.skip("no C++ compiler: the C++ ON-LSTM loop cannot be built here",
@@ -308,6 +310,46 @@ def test_cxx_bf16_autocast(master_input: str, calls: dict[str, int]) -> None:
     for a, b, c in zip(low_grads, ref_grads, py_grads):
         assert F.cosine_similarity(a.flatten(), b.flatten(), 0) > 0.99
         assert F.cosine_similarity(a.flatten(), c.flatten(), 0) > 0.999
+
+
+def test_loops_round_to_bfloat16_as_torch_does(ext) -> None:
+    """The loops write their next bfloat16 product's operands (h_t, δz_t) themselves: rounded to
+    nearest, ties to even, as ``Tensor.to(torch.bfloat16)`` rounds, bit for bit (ties both ways,
+    NaN, infinities, subnormals, the largest floats)."""
+    torch.manual_seed(0)
+    ties = torch.tensor([0x3F808000, 0x3F818000, 0xBF808000, 0x3F80FFFF, 0x7F7FFFFF, 0x00000001,
+                         0x807FFFFF, 0x7F800000, 0xFF800000, 0x7FC00001, 0x00000000, 0x80000000],
+                        dtype=torch.int64).to(torch.int32).view(torch.float32)
+    x = torch.cat([torch.randn(10_000) * 10.0 ** torch.randint(-30, 30, (10_000,)), ties])
+    got, want = ext.round_bf16(x).view(torch.int16), x.to(torch.bfloat16).view(torch.int16)
+    nan = x.isnan()
+    assert torch.equal(got[~nan], want[~nan])
+    assert ext.round_bf16(x)[nan].isnan().all()
+
+
+@pytest.mark.parametrize("save", [False, True])
+@pytest.mark.parametrize("backend", ["mm", "onednn"])
+def test_cxx_reads_bfloat16_projection_as_widened(ext, save: bool, backend: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under bfloat16 autocast the loop takes xp as autocast's projection left it (bfloat16) and
+    reads it widened: every output is the float32 copy's to the last bit, and the model's
+    path hands it the bfloat16 tensor (no float32 copy of all steps' projections)."""
+    T, B, I, H, L = 7, 5, 12, 24, 6
+    torch.manual_seed(1)
+    xp = torch.randn(T, B, 4 * H + 2 * L).to(torch.bfloat16)
+    h0, c0, u = torch.randn(B, H), torch.randn(B, H), torch.randn(4 * H + 2 * L, H) * 0.2
+    with gemm.use_backend(backend), torch.autocast("cpu", torch.bfloat16):
+        kind, w, packed = cxx_operands(step_matmul(u, B, T, False, torch.bfloat16))
+        low = ext.forward(xp, h0, c0, kind, w, packed, L, True, save)
+        wide = ext.forward(xp.float(), h0, c0, kind, w, packed, L, True, save)
+    assert len(low) == len(wide) and all(torch.equal(a, b) for a, b in zip(low, wide))
+    seen: list[torch.dtype] = []
+    real = ext.forward
+    monkeypatch.setattr(ext, "forward", lambda xp, *a: seen.append(xp.dtype) or real(xp, *a))
+    cell = ONLSTM(I, H, H // L, "symmetric", impl="cxx")
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        cell(torch.randn(T, B, I))
+    assert seen == [torch.bfloat16]
 
 
 # --------------------------------------------------------------------------------- fallback

@@ -95,6 +95,43 @@ def test_sgd_momentum_by_hand(nesterov):
         make_optimizer("sgd", [p], 0.1, 0.0, nesterov=True)
 
 
+@pytest.mark.parametrize("momentum,nesterov", [(0.0, False), (0.9, False), (0.99, True)])
+def test_sgd_is_fused_and_steps_as_the_loop_does(momentum, nesterov):
+    """The fused SGD step (one pass a tensor) gives torch's per-tensor loop's parameters to the
+    last bit, with weight decay, in groups of their own rates; a state saved by the loop's
+    optimiser resumes fused, to the same bits."""
+    torch.manual_seed(0)
+    start = [torch.randn(300, 41), torch.randn(1000), torch.randn(7, 3, 5)]
+    grads = [[torch.randn_like(x) * 1e-2 for x in start] for _ in range(4)]
+
+    def run(fused, steps, resume=None):
+        ps = [torch.nn.Parameter(x.clone()) for x in start]
+        name = "sgd" if momentum else "ntasgd"
+        if fused:
+            opt = make_optimizer(name, ps, 0.5, 1.2e-3, momentum, nesterov, scaled=[(ps[2:], 0.1)])
+        else:
+            opt = torch.optim.SGD([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.05}], lr=0.5,
+                                  weight_decay=1.2e-3, momentum=momentum, nesterov=nesterov)
+        if resume is not None:
+            for p, x in zip(ps, resume[0]):
+                p.data.copy_(x)
+            opt.load_state_dict(resume[1])
+        for gs in steps:
+            for p, g in zip(ps, gs):
+                p.grad = g.clone()
+            opt.step()
+        return [p.detach().clone() for p in ps], opt
+
+    loop, _ = run(False, grads)
+    fused, opt = run(True, grads)
+    assert all(g["fused"] for g in opt.param_groups)
+    assert all(torch.equal(a, b) for a, b in zip(loop, fused))
+    half, unfused = run(False, grads[:2])
+    resumed, opt = run(True, grads[2:], resume=(half, unfused.state_dict()))
+    assert all(g["fused"] for g in opt.param_groups)
+    assert all(torch.equal(a, b) for a, b in zip(loop, resumed))
+
+
 def test_ntasgd_switches_and_saves_averaged(tmp_path, root):
     os.chdir(root)
     run = tmp_path / "asgd"

@@ -26,6 +26,7 @@ backward, 4M floats each for PTB's 10,000 × 400 embedding).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 import torch
@@ -33,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.kernels.hash_dropout import hash_dropout
+from treelm.nn.lookup import RowLookup
 
 
 class Dropouts(TypedDict, total=False):
@@ -71,13 +73,16 @@ def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * keep_mask(x, (1, *x.shape[1:]), p)
 
 
-def embedding_dropout(weight: Tensor, tokens: Tensor, p: float, training: bool) -> Tensor:
+def embedding_dropout(weight: Tensor, tokens: Tensor, p: float, training: bool,
+                      rows: Callable[[Tensor, Tensor], Tensor] | None = None) -> Tensor:
     """``F.embedding(tokens, weight ∘ m)`` with m (V, 1) ~ Bernoulli(1 − p) / (1 − p): whole word
-    types dropped, each everywhere in the batch (computed on the looked-up rows, see above)."""
+    types dropped, each everywhere in the batch (computed on the looked-up rows, see above).
+    ``rows(weight, tokens)``: the lookup of E's rows (``F.embedding``'s by default)."""
+    looked_up = rows(weight, tokens) if rows is not None else F.embedding(tokens, weight)
     if not training or p == 0.0:
-        return F.embedding(tokens, weight)
+        return looked_up
     mask = keep_mask(weight, (weight.size(0), 1), p)
-    return F.embedding(tokens, weight) * F.embedding(tokens, mask)
+    return looked_up * F.embedding(tokens, mask)
 
 
 def weight_drop(weight: Tensor, p: float, training: bool) -> Tensor:
@@ -101,10 +106,12 @@ class DroppedEmbedding(nn.Embedding):
         super().__init__(vocab_size, size)
         nn.init.uniform_(self.weight, -0.1, 0.1)
         self.dropoute, self.dropouti = dropoute, dropouti
+        # E's gradient written into one kept buffer (treelm.nn.lookup): the same numbers
+        self.rows = RowLookup()
 
     def lookup(self, tokens: Tensor) -> Tensor:
         """E[w] with embedding dropout (one mask over E's rows for the whole batch)."""
-        return embedding_dropout(self.weight, tokens, self.dropoute, self.training)
+        return embedding_dropout(self.weight, tokens, self.dropoute, self.training, self.rows)
 
     def locked(self, x: Tensor) -> Tensor:
         """Locked dropout ``dropouti`` on embedded input x (T, B, ·)."""

@@ -78,6 +78,22 @@ inline double tanh_approx(double x) { return std::tanh(x); }
 
 // --------------------------------------------------------------------------------- products
 
+// n float32 values rounded to bfloat16 as PyTorch rounds them (to nearest, ties to even; a NaN
+// to the quiet NaN 0x7FC0), in a branch-free body the compiler vectorises: a loop writes the
+// operands of its next bfloat16 product itself, row by row, instead of a cast per step.
+inline void round_bf16(const float* RESTRICT src, at::BFloat16* RESTRICT dst, int64_t n) {
+  uint16_t* out = reinterpret_cast<uint16_t*>(dst);
+  for (int64_t k = 0; k < n; ++k) {
+    uint32_t u;
+    std::memcpy(&u, src + k, sizeof u);
+    const uint32_t r = (u + UINT32_C(0x7FFF) + ((u >> 16) & 1)) >> 16;
+    out[k] = src[k] != src[k] ? UINT16_C(0x7FC0) : static_cast<uint16_t>(r);
+  }
+}
+inline void round_bf16(const double*, at::BFloat16*, int64_t) {
+  TORCH_CHECK(false, "bfloat16 products of a float64 loop");
+}
+
 // csrc/panel_gemm.cpp: B (N, K) packed into column panels (32 columns in an AVX-512 build, 16
 // otherwise: panel_columns()), and out (M, N) = a · Bᵀ from them
 at::Tensor panel_pack(const at::Tensor& b);
@@ -130,15 +146,29 @@ struct Product {
     return stack[0].toTensor();
   }
 
-  // a W' (B, N), contiguous, in the loop's dtype: one of this object's buffers (valid until the
-  // next call) or the packed op's fresh result
-  at::Tensor operator()(const at::Tensor& a) {
+  // Whether the product's result comes in w's lower dtype (raw), which a loop may read as it is
+  // instead of widened: the same numbers, without a copy per step.
+  bool narrow() const { return low.defined() && w.scalar_type() == at::kBFloat16; }
+
+  // a W' (B, N), contiguous, in w's dtype: one of this object's buffers (valid until the next
+  // call) or the packed op's fresh result
+  at::Tensor raw(const at::Tensor& a) {
     const at::Tensor& lhs = low.defined() ? low.copy_(a) : a;
     if (kind == 3) {
       panel_mm_out(lhs, packed, res.size(1), res);
-      return low.defined() ? wide.copy_(res) : res;
+      return res;
     }
-    at::Tensor r = kind == 0 ? at::mm_out(res, lhs, w) : packed_call(lhs).contiguous();
+    return kind == 0 ? at::mm_out(res, lhs, w) : packed_call(lhs).contiguous();
+  }
+
+  // a W' from a left operand already in w's dtype (a loop that wrote it so: narrow() only)
+  at::Tensor raw_low(const at::Tensor& a_low) {
+    return kind == 0 ? at::mm_out(res, a_low, w) : packed_call(a_low).contiguous();
+  }
+
+  // a W' (B, N), contiguous, in the loop's dtype
+  at::Tensor operator()(const at::Tensor& a) {
+    at::Tensor r = raw(a);
     return low.defined() ? wide.copy_(r) : r;
   }
 };

@@ -38,16 +38,17 @@ struct Dims {
 };
 
 // One row's gate math at one step (Eqs. 6-14). xp, r (G): the input part and the recurrent
-// product, whose sum z_t is written into z (G) and overwritten there by [z_ĩ, z_f̃ | o, ĉ, i, f]; p, m (2L): [p̃_i, p̃_f], [ĩ, f̃]; c_prev, c_new, tc, h (H);
+// product (each in the loop's dtype T, or as autocast's bfloat16 products left them, read
+// widened: the same numbers as a widened copy, without it), whose sum z_t is written into z (G) and overwritten there by [z_ĩ, z_f̃ | o, ĉ, i, f]; p, m (2L): [p̃_i, p̃_f], [ĩ, f̃]; c_prev, c_new, tc, h (H);
 // df, di: this row's levels; ei, ef (H): scratch for ĩ, f̃ expanded to neurons.
-template <typename T>
-inline void forward_row(const Dims& d, const T* RESTRICT xp, const T* RESTRICT r,
+template <typename T, typename X, typename R>
+inline void forward_row(const Dims& d, const X* RESTRICT xp, const R* RESTRICT r,
                         T* RESTRICT z, T* RESTRICT p, T* RESTRICT m,
                         const T* RESTRICT c_prev, T* RESTRICT c_new, T* RESTRICT tc,
                         T* RESTRICT h, T* RESTRICT df, T* RESTRICT di, T* RESTRICT ei,
                         T* RESTRICT ef) {
   const int64_t L = d.L, C = d.C, H = d.H;
-  for (int64_t g = 0; g < d.G; ++g) z[g] = xp[g] + r[g];
+  for (int64_t g = 0; g < d.G; ++g) z[g] = static_cast<T>(xp[g]) + static_cast<T>(r[g]);
   softmax(z, p, L);
   softmax(z + L, p + L, L);
   T* mi = m;
@@ -104,13 +105,13 @@ inline void forward_row(const Dims& d, const T* RESTRICT xp, const T* RESTRICT r
   }
 }
 
-template <typename T>
+template <typename T, typename X>
 std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
                                      const at::Tensor& c0, Product& prod, const Dims& d,
                                      bool save) {
   const int64_t T_ = d.T, B = d.B, H = d.H, L = d.L, G = d.G;
   const int64_t n = save ? T_ : 1;
-  auto opt = xp.options();
+  auto opt = h0.options();
   at::Tensor gates = at::empty({n, B, G}, opt);
   at::Tensor P = at::empty({n, B, 2, L}, opt);
   at::Tensor M = at::empty({T_, B, 2, L}, opt);
@@ -121,7 +122,17 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
   at::Tensor di = at::empty({T_, B}, opt);
   cs[0].copy_(c0);
   at::Tensor h = h0.contiguous();
-  const T* xp_p = xp.data_ptr<T>();
+  // bfloat16 products: h_t also written rounded to bfloat16 by the rows (the next product's left
+  // operand), h_0 here
+  const bool narrow = prod.narrow();
+  at::Tensor hl;
+  at::BFloat16* hl_p = nullptr;
+  if (narrow) {
+    hl = at::empty({B, H}, opt.dtype(at::kBFloat16));
+    hl_p = hl.data_ptr<at::BFloat16>();
+    round_bf16(h.data_ptr<T>(), hl_p, B * H);
+  }
+  const X* xp_p = xp.data_ptr<X>();
   T* gates_p = gates.data_ptr<T>();
   T* P_p = P.data_ptr<T>();
   T* M_p = M.data_ptr<T>();
@@ -133,18 +144,25 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
   for (int64_t t = 0; t < T_; ++t) {
     const int64_t k = save ? t : 0;
     const int64_t a = save ? t : t % 2, c = save ? t + 1 : (t + 1) % 2;  // slots of c_{t-1}, c_t
-    const at::Tensor r = prod(h);                     // h_{t-1} Uᵀ
-    const T* r_p = r.data_ptr<T>();
-    at::parallel_for(0, B, grain(G), [&](int64_t b0, int64_t b1) {
-      std::vector<T> e(2 * H);
-      for (int64_t b = b0; b < b1; ++b) {
-        forward_row<T>(d, xp_p + (t * B + b) * G, r_p + b * G, gates_p + (k * B + b) * G, P_p + (k * B + b) * 2 * L,
-                       M_p + (t * B + b) * 2 * L, cs_p + (a * B + b) * H,
-                       cs_p + (c * B + b) * H, tc_p + (k * B + b) * H,
-                       out_p + (t * B + b) * H, df_p + t * B + b, di_p + t * B + b, e.data(),
-                       e.data() + H);
-      }
-    });
+    const at::Tensor r = narrow ? prod.raw_low(hl) : prod(h);  // h_{t-1} Uᵀ
+    auto rows = [&](const auto* r_p) {
+      at::parallel_for(0, B, grain(G), [&](int64_t b0, int64_t b1) {
+        std::vector<T> e(2 * H);
+        for (int64_t b = b0; b < b1; ++b) {
+          forward_row<T>(d, xp_p + (t * B + b) * G, r_p + b * G, gates_p + (k * B + b) * G,
+                         P_p + (k * B + b) * 2 * L, M_p + (t * B + b) * 2 * L,
+                         cs_p + (a * B + b) * H, cs_p + (c * B + b) * H, tc_p + (k * B + b) * H,
+                         out_p + (t * B + b) * H, df_p + t * B + b, di_p + t * B + b, e.data(),
+                         e.data() + H);
+          if (narrow) round_bf16(out_p + (t * B + b) * H, hl_p + b * H, H);
+        }
+      });
+    };
+    if (narrow) {
+      rows(r.data_ptr<at::BFloat16>());
+    } else {
+      rows(r.data_ptr<T>());
+    }
     h = out[t];
   }
   at::Tensor c_last = cs[save ? T_ : T_ % 2];
@@ -157,10 +175,10 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
 // One row's backward step (onlstm_torch.py's equations). dh: δh_t without dout; dout: this step's
 // output gradient (zeros where there is none); dc: δc_t in, δc_{t-1} out; dz (G): δz_t;
 // lvl_i, lvl_f: this row's δdi_t / L and −δdf_t / L.
-template <typename T>
+template <typename T, typename D>
 inline void backward_row(const Dims& d, const T* RESTRICT z, const T* RESTRICT p,
                          const T* RESTRICT m, const T* RESTRICT c_prev, const T* RESTRICT tc,
-                         const T* RESTRICT dh, const T* RESTRICT dout, T* RESTRICT dc,
+                         const D* RESTRICT dh, const T* RESTRICT dout, T* RESTRICT dc,
                          T* RESTRICT dz, T lvl_i, T lvl_f, T* RESTRICT ei, T* RESTRICT ef,
                          T* RESTRICT a0, T* RESTRICT a1, T* RESTRICT dw, T* RESTRICT lev) {
   // scratch: ei, ef the level values per neuron; a0 = δc∘ĉ, a1 = δc∘c_{t-1} and dw (summed per
@@ -183,7 +201,7 @@ inline void backward_row(const Dims& d, const T* RESTRICT z, const T* RESTRICT p
   T* dzi = dzg + H;
   T* dzf = dzi + H;
   for (int64_t j = 0; j < H; ++j) {
-    T g = dh[j] + dout[j];
+    T g = static_cast<T>(dh[j]) + dout[j];
     T o = zo[j], t = tc[j];
     dzo[j] = g * t * o * (T(1) - o);
     T dcj = dc[j] + g * o * (T(1) - t * t);
@@ -262,7 +280,10 @@ std::vector<at::Tensor> backward_impl(const std::optional<at::Tensor>& dout_,
                                       const at::Tensor& tanh_c, Product& prod, const Dims& d) {
   const int64_t T_ = d.T, B = d.B, H = d.H, L = d.L, G = d.G;
   auto opt = gates.options();
-  at::Tensor dG = at::empty({T_, B, G}, opt);
+  // bfloat16 products: δz_t written rounded to bfloat16 only (the per-step product's left
+  // operand, δU's and δxp's), each row through a float scratch row
+  const bool narrow = prod.narrow();
+  at::Tensor dG = at::empty({T_, B, G}, narrow ? opt.dtype(at::kBFloat16) : opt);
   at::Tensor dc = dc_last.has_value() ? dc_last->contiguous().clone() : at::zeros({B, H}, opt);
   // δh_t from step t + 1 (the product's output), or δh_T (zero without one)
   at::Tensor dh = dh_last.has_value() ? dh_last->contiguous().clone() : at::zeros({B, H}, opt);
@@ -282,25 +303,35 @@ std::vector<at::Tensor> backward_impl(const std::optional<at::Tensor>& dout_,
   const T* tc_p = tanh_c.data_ptr<T>();
   const T* dout_p = dout.defined() ? dout.data_ptr<T>() : nullptr;
   const T* lvl_p = lvl.defined() ? lvl.data_ptr<T>() : nullptr;
-  T* dG_p = dG.data_ptr<T>();
+  T* dG_p = narrow ? nullptr : dG.data_ptr<T>();
+  at::BFloat16* dGl_p = narrow ? dG.data_ptr<at::BFloat16>() : nullptr;
   T* dc_p = dc.data_ptr<T>();
   for (int64_t t = T_ - 1; t >= 0; --t) {
-    const T* dh_p = dh.data_ptr<T>();
-    at::parallel_for(0, B, grain(G), [&](int64_t b0, int64_t b1) {
-      std::vector<T> e(5 * H), f(6 * L);
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t r = t * B + b;
-        backward_row<T>(d, gates_p + r * G, P_p + r * 2 * L, M_p + r * 2 * L,
-                        cs_p + r * H, tc_p + r * H, dh_p + b * H,
-                        dout_p ? dout_p + r * H : zeros.data(), dc_p + b * H, dG_p + r * G,
-                        lvl_p ? lvl_p[2 * r] : T(0), lvl_p ? lvl_p[2 * r + 1] : T(0),
-                        e.data(), e.data() + H, e.data() + 2 * H, e.data() + 3 * H,
-                        e.data() + 4 * H, f.data());
-      }
-    });
-    dh = prod(dG[t]);  // δh_{t-1} = δz_t U
+    auto rows = [&](const auto* dh_p) {
+      at::parallel_for(0, B, grain(G), [&](int64_t b0, int64_t b1) {
+        std::vector<T> e(5 * H), f(6 * L), dz(narrow ? G : 0);
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t r = t * B + b;
+          backward_row<T>(d, gates_p + r * G, P_p + r * 2 * L, M_p + r * 2 * L,
+                          cs_p + r * H, tc_p + r * H, dh_p + b * H,
+                          dout_p ? dout_p + r * H : zeros.data(), dc_p + b * H,
+                          narrow ? dz.data() : dG_p + r * G,
+                          lvl_p ? lvl_p[2 * r] : T(0), lvl_p ? lvl_p[2 * r + 1] : T(0),
+                          e.data(), e.data() + H, e.data() + 2 * H, e.data() + 3 * H,
+                          e.data() + 4 * H, f.data());
+          if (narrow) round_bf16(dz.data(), dGl_p + r * G, G);
+        }
+      });
+    };
+    // δh_t: δh_T in T, then the product's result as it came (bfloat16 under autocast)
+    if (dh.scalar_type() == at::kBFloat16) {
+      rows(dh.data_ptr<at::BFloat16>());
+    } else {
+      rows(dh.data_ptr<T>());
+    }
+    dh = narrow ? prod.raw_low(dG[t]) : prod(dG[t]);  // δh_{t-1} = δz_t U
   }
-  return {dG, dh, dc};
+  return {dG, dh.to(gates.scalar_type()), dc};
 }
 
 Dims dims(const at::Tensor& gates_like, int64_t T, int64_t B, int64_t H, int64_t L,
@@ -323,24 +354,30 @@ std::vector<at::Tensor> onlstm_forward(const at::Tensor& xp_, const at::Tensor& 
   TORCH_CHECK(xp_.dim() == 3 && h0.dim() == 2 && c0.dim() == 2, "expected xp (T, B, G), "
               "h0 and c0 (B, H)");
   const at::Tensor xp = xp_.contiguous();
-  const auto dtype = xp.scalar_type();
-  check_cpu(xp, "xp", dtype);
+  const auto dtype = h0.scalar_type();
+  // xp in the loop's dtype, or as autocast's bfloat16 projection left it (read widened)
+  check_cpu(xp, "xp", xp.scalar_type() == at::kBFloat16 ? at::kBFloat16 : dtype);
   check_cpu(h0, "h0", dtype);
   check_cpu(c0, "c0", dtype);
   const int64_t T = xp.size(0), B = xp.size(1), H = h0.size(1);
   TORCH_CHECK(T > 0, "an empty sequence");
   TORCH_CHECK(h0.size(0) == B && c0.size(0) == B && c0.size(1) == H, "state shapes");
   Dims d = dims(xp, T, B, H, n_levels, symmetric);
-  Product prod(kind, std::move(w), std::move(packed), B, xp, H, d.G);
+  Product prod(kind, std::move(w), std::move(packed), B, h0, H, d.G);
   std::vector<at::Tensor> r;
   AT_DISPATCH_FLOATING_TYPES(dtype, "onlstm_forward", [&] {
-    r = forward_impl<scalar_t>(xp, h0, c0, prod, d, save);
+    if (xp.scalar_type() == at::kBFloat16) {
+      r = forward_impl<scalar_t, at::BFloat16>(xp, h0, c0, prod, d, save);
+    } else {
+      r = forward_impl<scalar_t, scalar_t>(xp, h0, c0, prod, d, save);
+    }
   });
   return r;
 }
 
 // The BPTT loop over a save=True forward's buffers; the product a -> a U as (kind, w, packed,
-// batch). Returns δz (T, B, G) (= δxp), δh_0 and δc_0 (B, H); the weight gradient is left to
+// batch). Returns δz (T, B, G) (= δxp; in bfloat16 when the products are), δh_0 and δc_0 (B, H);
+// the weight gradient is left to
 // the caller (one GEMM over all steps).
 std::vector<at::Tensor> onlstm_backward(std::optional<at::Tensor> dout,
                                         std::optional<at::Tensor> dh_last,
@@ -378,8 +415,19 @@ std::vector<at::Tensor> onlstm_backward(std::optional<at::Tensor> dout,
   return r;
 }
 
+// round_bf16 on a float32 tensor (for the tests: against PyTorch's own rounding)
+at::Tensor round_bf16_tensor(const at::Tensor& x_) {
+  const at::Tensor x = x_.contiguous();
+  check_cpu(x, "x", at::kFloat);
+  at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBFloat16));
+  round_bf16(x.data_ptr<float>(), out.data_ptr<at::BFloat16>(), x.numel());
+  return out;
+}
+
 void bind_onlstm(pybind11::module_& m) {
   namespace py = pybind11;
+  m.def("round_bf16", &round_bf16_tensor, "float32 -> bfloat16 as the loops round",
+        py::arg("x"));
   m.def("forward", &onlstm_forward, "ON-LSTM forward recurrence",
         py::arg("xp"), py::arg("h0"), py::arg("c0"), py::arg("kind"), py::arg("w"),
         py::arg("packed"), py::arg("n_levels"), py::arg("symmetric"), py::arg("save"),

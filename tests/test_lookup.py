@@ -1,0 +1,68 @@
+"""treelm.nn.lookup.RowLookup: E[w] whose gradient is written into one kept buffer; against
+F.embedding's own backward, to the last bit."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from treelm.nn.dropout import DroppedEmbedding
+from treelm.nn.lookup import RowLookup
+
+
+def _grads(lookup, steps, tied: bool) -> list[torch.Tensor]:
+    """∂ℓ/∂E after each of ``steps`` backward passes (E also used as a tied output matrix)."""
+    torch.manual_seed(0)
+    weight = torch.nn.Parameter(torch.randn(50, 8))
+    out = []
+    for tokens, up, h in steps:
+        weight.grad = None
+        rows = lookup(weight, tokens)
+        loss = (rows * up).sum()
+        if tied:            # the output layer's use, split as the adaptive softmax splits E
+            head, tail = torch.split(weight, [20, 30])
+            loss = loss + (h @ head.t()).pow(2).sum() + tail[:3].sum()
+        loss.backward()
+        out.append(weight.grad)
+    return out
+
+
+def test_row_lookup_gradient_is_f_embedding_s_to_the_bit() -> None:
+    """Repeated tokens (summed in order), a tied second use, three backwards reusing the buffer:
+    every gradient is F.embedding's bit for bit, and none is changed by a later backward."""
+    g = torch.Generator().manual_seed(3)
+    steps = []
+    for _ in range(3):
+        tokens = torch.randint(0, 50, (9, 4), generator=g)
+        tokens[:, 0] = 7                                   # one row summed 9 times
+        steps.append((tokens, torch.randn(9, 4, 8, generator=g), torch.randn(5, 8, generator=g)))
+    for tied in (False, True):
+        ref = _grads(lambda w, t: F.embedding(t, w), steps, tied)
+        lookup = RowLookup()
+        ours = _grads(lookup, steps, tied)
+        kept = [x.clone() for x in ours]
+        assert all(torch.equal(a, b) for a, b in zip(ref, ours))
+        assert all(torch.equal(a, b) for a, b in zip(kept, ours))   # no grad aliases the buffer
+        assert lookup.buffer is not None and all(x.data_ptr() != lookup.buffer.data_ptr()
+                                                 for x in ours)
+
+
+def test_buffer_is_kept_and_only_touched_rows_cleared() -> None:
+    lookup = RowLookup()
+    weight = torch.nn.Parameter(torch.randn(30, 4))
+    lookup(weight, torch.tensor([[1, 2], [2, 3]])).sum().backward()
+    first = lookup.buffer
+    assert first is not None and first[[1, 3]].eq(1).all() and first[2].eq(2).all()
+    lookup(weight, torch.tensor([[5]])).sum().backward()
+    assert lookup.buffer is first                          # the same buffer, not a new one
+    assert first[[1, 2, 3]].eq(0).all() and first[5].eq(1).all() and first.sum() == 4
+
+
+def test_dropped_embedding_uses_it_and_no_grad_paths_do_not() -> None:
+    emb = DroppedEmbedding(40, 6, dropoute=0.2)
+    tokens = torch.randint(0, 40, (5, 3))
+    emb(tokens).sum().backward()
+    assert emb.rows.buffer is not None
+    with torch.no_grad():
+        emb.eval()
+        torch.testing.assert_close(emb(tokens), F.embedding(tokens, emb.weight))
