@@ -1,0 +1,54 @@
+"""benchmarks/step_ab.py: rounds alternate the trees' order, the verdict is the median of the
+rounds' ratios, and a path that is not a checkout is refused (the runs themselves are timings,
+never run here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("step_ab", ROOT / "benchmarks/step_ab.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_rounds_alternate_and_the_median_ratio_decides(tmp_path, monkeypatch) -> None:
+    mod = _module()
+    old, new = tmp_path / "old", tmp_path / "new"
+    for tree in (old, new):
+        (tree / "treelm").mkdir(parents=True)
+        (tree / "treelm" / "__init__.py").write_text("")
+    rates = {old: iter([100.0, 100.0, 100.0]), new: iter([110.0, 90.0, 120.0])}
+    calls = []
+
+    def fake(tree, args):
+        calls.append(tree)
+        return {"tokens_per_s": next(rates[tree]), "page_faults_per_step": 1}
+
+    monkeypatch.setattr(mod, "run_tree", fake)
+    out = tmp_path / "ab.json"
+    monkeypatch.setattr(sys, "argv", ["step_ab.py", "--old", str(old), "--new", str(new),
+                                      "--rounds", "3", "--out", str(out), "train.bptt=35"])
+    mod.main()
+    assert calls == [old, new, new, old, old, new]
+    rec = json.loads(out.read_text())
+    assert [r["new_over_old"] for r in rec["rounds"]] == [1.1, 0.9, 1.2]
+    assert rec["median_new_over_old"] == 1.1 and rec["rounds_new_faster"] == 2
+    assert rec["overrides"] == ["train.bptt=35"]
+
+
+def test_a_path_that_is_not_a_checkout_is_refused(tmp_path, monkeypatch, capsys) -> None:
+    mod = _module()
+    monkeypatch.setattr(sys, "argv", ["step_ab.py", "--old", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        mod.main()
+    assert "not a treelm checkout" in capsys.readouterr().err
