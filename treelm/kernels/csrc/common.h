@@ -146,14 +146,15 @@ struct Product {
     return stack[0].toTensor();
   }
 
-  // Whether the product's result comes in w's lower dtype (raw), which a loop may read as it is
-  // instead of widened: the same numbers, without a copy per step.
+  // Whether w is bfloat16 where the loop is not: a loop may then write its left operand in
+  // bfloat16 itself and read the result as it comes (of()) instead of widened, the same
+  // numbers without two copies per step.
   bool narrow() const { return low.defined() && w.scalar_type() == at::kBFloat16; }
 
-  // a W' (B, N), contiguous, in w's dtype: one of this object's buffers (valid until the next
-  // call) or the packed op's fresh result
-  at::Tensor raw(const at::Tensor& a) {
-    const at::Tensor& lhs = low.defined() ? low.copy_(a) : a;
+  // lhs W' (B, N), contiguous, in w's dtype, from a left operand already in w's dtype (a loop
+  // that writes its operand so calls this directly: narrow()): one of this object's buffers
+  // (valid until the next call) or the packed op's fresh result
+  at::Tensor of(const at::Tensor& lhs) {
     if (kind == 3) {
       panel_mm_out(lhs, packed, res.size(1), res);
       return res;
@@ -161,15 +162,10 @@ struct Product {
     return kind == 0 ? at::mm_out(res, lhs, w) : packed_call(lhs).contiguous();
   }
 
-  // a W' from a left operand already in w's dtype (a loop that wrote it so: narrow() only)
-  at::Tensor raw_low(const at::Tensor& a_low) {
-    return kind == 0 ? at::mm_out(res, a_low, w) : packed_call(a_low).contiguous();
-  }
-
-  // a W' (B, N), contiguous, in the loop's dtype
+  // a W' (B, N), contiguous, in the loop's dtype: a cast to w's dtype first where it differs
   at::Tensor operator()(const at::Tensor& a) {
-    at::Tensor r = raw(a);
-    return low.defined() ? wide.copy_(r) : r;
+    if (!low.defined()) return of(a);
+    return wide.copy_(of(low.copy_(a)));
   }
 };
 

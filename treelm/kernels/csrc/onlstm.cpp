@@ -144,7 +144,7 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
   for (int64_t t = 0; t < T_; ++t) {
     const int64_t k = save ? t : 0;
     const int64_t a = save ? t : t % 2, c = save ? t + 1 : (t + 1) % 2;  // slots of c_{t-1}, c_t
-    const at::Tensor r = narrow ? prod.raw_low(hl) : prod(h);  // h_{t-1} Uᵀ
+    const at::Tensor r = narrow ? prod.of(hl) : prod(h);  // h_{t-1} Uᵀ
     auto rows = [&](const auto* r_p) {
       at::parallel_for(0, B, grain(G), [&](int64_t b0, int64_t b1) {
         std::vector<T> e(2 * H);
@@ -329,7 +329,7 @@ std::vector<at::Tensor> backward_impl(const std::optional<at::Tensor>& dout_,
     } else {
       rows(dh.data_ptr<T>());
     }
-    dh = narrow ? prod.raw_low(dG[t]) : prod(dG[t]);  // δh_{t-1} = δz_t U
+    dh = narrow ? prod.of(dG[t]) : prod(dG[t]);  // δh_{t-1} = δz_t U
   }
   return {dG, dh.to(gates.scalar_type()), dc};
 }
