@@ -9,8 +9,9 @@ tensor per backward.
 
 Why: a fresh (V, d) tensor is a memory allocation the size of the embedding per step, which the
 operating system hands over as new pages and zeroes page by page. With PTB's tied 10,000 × 400
-embedding, that fill took 3.0-4.1 ms of a 94-117 ms bfloat16 tree step (``torch.profiler``)
-for the 1,400 rows a batch touches. Autograd adds the buffer into the other uses' gradient (the
+embedding, that fill took 3.1 ms of a 108 ms bfloat16 tree step on an AMD Zen 5
+(``benchmarks/results/step_profile-zen5-pair-6a5e294-20261129.json``) for the 1,400 rows a batch
+touches. Autograd adds the buffer into the other uses' gradient (the
 tied output layer's) or copies it into ``.grad`` (it never takes a tensor someone else still
 holds), so the buffer is only read after the backward that filled it.
 

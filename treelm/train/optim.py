@@ -90,8 +90,9 @@ def make_optimizer(name: str, params: list[nn.Parameter], lr: float, weight_deca
     fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params) or None
     if name in ("sgd", "ntasgd"):
         # fused: g + λx and the step in one pass per tensor, where torch's loop wrote g + λx
-        # into a new tensor of each parameter's size (the tree config's optimiser phase: 3.2
-        # → 1.9 ms a step); the same update to the last bit (tests/test_train.py)
+        # into a new tensor of each parameter's size (the tree config's optimiser phase: 2.3
+        # → 1.5 ms a step, step_profile-zen5-pair-*); the same update to the last bit
+        # (tests/test_train.py)
         return _scaled(torch.optim.SGD(groups, lr=lr, weight_decay=weight_decay,
                                        momentum=momentum, nesterov=nesterov, fused=fused), lr)
     if name == "adam":
