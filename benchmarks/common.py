@@ -243,6 +243,18 @@ def time_runs(fn: Callable[[], object], warmup: int, repeats: int,
     return times
 
 
+def step_trainer(config: str, overrides: list[str], folder: str | Path) -> Any:
+    """``config``'s ``Trainer`` (with ``overrides``) as the step benchmarks time it: quiet, its
+    run directory in ``folder``, at a constant rate (a schedule changes the rate, not a step's
+    cost). ``treelm`` is imported here, by whichever tree is first on the path."""
+    from treelm.config import apply_overrides, load_config
+    from treelm.rundir.files import RunFiles
+    from treelm.train.trainer import Trainer
+
+    cfg = apply_overrides(load_config(config), ["train.lr_schedule=constant", *overrides])
+    return Trainer(cfg, RunFiles(Path(folder) / "run"), quiet=True)
+
+
 def endless(tr: Any) -> Iterator[Any]:
     """A trainer's batches epoch after epoch (a GPU runs through a PTB epoch in seconds)."""
     while True:

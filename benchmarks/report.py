@@ -419,16 +419,15 @@ def step_profile_section(path: Path, rec: dict) -> list[str]:
 def step_ab_section(path: Path, rec: dict) -> list[str]:
     """A change to the step against the code before it, interleaved rounds."""
     over = " ".join(rec["overrides"]) or "no overrides"
-    out = [f"## A step change against the code before it (`benchmarks/step_ab.py`), "
-           f"{_machine_short(rec)}, {str(rec['date'])[:10]}, `{path.name}`", "",
-           f"Record `{repo_path(path)}`, command `{rec['command']}`; {machine_line(rec)}, CPU "
-           f"family/model/stepping {rec['machine'].get('cpu_family_model_stepping', '?')}. "
-           f"`{rec['config']}` ({over}): {rec['old']['commit']} against {rec['new']['commit']}, "
-           f"{rec['steps']} steps after {rec['warmup']} in each of {len(rec['rounds'])} rounds, "
-           f"the order alternating; median new / old **{rec['median_new_over_old']:.3f}**, new "
-           f"faster in {rec['rounds_new_faster']} of {len(rec['rounds'])}.", "",
-           "| round | old tokens/s | new tokens/s | new / old | page faults a step (old, new) |",
-           "| ---: | ---: | ---: | ---: | --- |"]
+    out = _cpu_head("A step change against the code before it (`benchmarks/step_ab.py`)",
+                    path, rec)
+    out[-1] += (f". `{rec['config']}` ({over}): {rec['old']['commit']} against "
+                f"{rec['new']['commit']}, {rec['steps']} steps after {rec['warmup']} in each of "
+                f"{len(rec['rounds'])} rounds, the order alternating; median new / old "
+                f"**{rec['median_new_over_old']:.3f}**, new faster in {rec['rounds_new_faster']} "
+                f"of {len(rec['rounds'])}.")
+    out += ["", "| round | old tokens/s | new tokens/s | new / old | page faults a step "
+            "(old, new) |", "| ---: | ---: | ---: | ---: | --- |"]
     for i, r in enumerate(rec["rounds"], 1):
         out.append(f"| {i} | {r['old']['tokens_per_s']:,.0f} | {r['new']['tokens_per_s']:,.0f} | "
                    f"{r['new_over_old']:.3f} | {r['old']['page_faults_per_step']:,}, "

@@ -34,21 +34,15 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import write_result  # noqa: E402
+from common import endless, step_trainer, write_result  # noqa: E402
 
 
 def one_run(config: str, overrides: list[str], warmup: int, steps: int) -> dict[str, Any]:
     """In this process (``treelm`` from whichever tree ``PYTHONPATH`` names): the step's rate."""
     import torch
-    from common import endless
-
-    from treelm.config import apply_overrides, load_config
-    from treelm.rundir.files import RunFiles
-    from treelm.train.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = apply_overrides(load_config(config), ["train.lr_schedule=constant", *overrides])
-        tr = Trainer(cfg, RunFiles(Path(tmp) / "run"), quiet=True)
+        tr = step_trainer(config, overrides, tmp)
         batches = endless(tr)
         for _ in range(warmup):
             tr.step(next(batches), tr.tc.lr)

@@ -40,11 +40,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
-from common import endless, result_path, write_result  # noqa: E402
+from common import endless, result_path, step_trainer, write_result  # noqa: E402
 from torch import nn  # noqa: E402
 
-from treelm.config import apply_overrides, load_config  # noqa: E402
-from treelm.rundir.files import RunFiles  # noqa: E402
 from treelm.train.optim import set_lr  # noqa: E402
 from treelm.train.trainer import Trainer  # noqa: E402
 
@@ -85,8 +83,8 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
     """One config: its step's phases and top operators, per token; with ``peak``
     (:func:`peaks`), its GMAC/s and fractions of the peaks too (:func:`fractions`)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = apply_overrides(load_config(config), ["train.lr_schedule=constant", *overrides])
-        tr = Trainer(cfg, RunFiles(Path(tmp) / "run"), quiet=True)
+        tr = step_trainer(config, overrides, tmp)
+        cfg = tr.cfg
         tr.net.train()
 
         it = endless(tr)

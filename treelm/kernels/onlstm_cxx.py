@@ -54,7 +54,7 @@ from treelm.kernels.onlstm_torch import (
     onlstm_torch_sequence,
     project_inputs,
 )
-from treelm.kernels.precision import autocast_dtype, autocasting, no_autocast
+from treelm.kernels.precision import autocasting, no_autocast
 from treelm.kernels.sequence import (
     cxx_extension,
     cxx_operands,
@@ -214,8 +214,7 @@ def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tens
         return out, (h, c), {"df": df, "di": di}
     # under bfloat16 autocast xp stays in its bfloat16: the C++ loop reads it widened
     xp, h0, c0, symmetric, low, grad = project_inputs(
-        x, state, weight_ih, bias_ih, weight_hh, bias_hh, master_input,
-        widen=autocast_dtype("cpu") != torch.bfloat16)
+        x, state, weight_ih, bias_ih, weight_hh, bias_hh, master_input, takes_bf16=True)
     with no_autocast("cpu", low is not None):
         if grad:
             out, h, c, df, di = CxxONLSTMFunction.apply(

@@ -366,14 +366,14 @@ def onlstm_torch_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Te
 
 
 def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
-                   weight_hh: Tensor, bias_hh: Tensor, master_input: str, widen: bool = True
+                   weight_hh: Tensor, bias_hh: Tensor, master_input: str, takes_bf16: bool = False
                    ) -> tuple[Tensor, Tensor, Tensor, bool, torch.dtype | None, bool]:
     """What every fused ON-LSTM path does before its time loop
     (:func:`treelm.kernels.sequence.project_inputs`), with the master input gate's variant
     checked; returns ``(xp, h0, c0, symmetric, autocast dtype or None, whether a gradient is
     wanted)``."""
     symmetric = is_symmetric(master_input)
-    xp, h0, c0, low, grad = project(x, state, weight_ih, bias_ih, weight_hh, bias_hh, widen)
+    xp, h0, c0, low, grad = project(x, state, weight_ih, bias_ih, weight_hh, bias_hh, takes_bf16)
     return xp, h0, c0, symmetric, low, grad
 
 

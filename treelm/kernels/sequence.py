@@ -26,19 +26,19 @@ _KIND = {"mm": 0, "mkl": 1, "onednn": 2, "panel": 3}
 
 
 def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
-                   weight_hh: Tensor, bias_hh: Tensor, widen: bool = True
+                   weight_hh: Tensor, bias_hh: Tensor, takes_bf16: bool = False
                    ) -> tuple[Tensor, Tensor, Tensor, torch.dtype | None, bool]:
     """``xp = x W_ihᵀ + b_ih + b_hh`` for all steps in one GEMM (autocast's product under
-    autocast, taken back to float32 unless ``widen`` is false: a loop that reads it widened
-    spares the copy), the state in float32 under autocast; returns ``(xp, h0, c0, autocast
-    dtype or None, whether a gradient is wanted)``."""
+    autocast, taken back to float32 unless it is bfloat16 and the caller ``takes_bf16``: a loop
+    that reads it widened spares the copy), the state in float32 under autocast; returns
+    ``(xp, h0, c0, autocast dtype or None, whether a gradient is wanted)``."""
     h0, c0 = state
     low = autocast_dtype(x.device.type)
     if low is None:
         xp = linear(x, weight_ih, bias_ih + bias_hh)
     else:                       # autocast's product, then the recurrence in float32
         xp = F.linear(x, weight_ih, bias_ih + bias_hh)
-        xp = xp.float() if widen else xp
+        xp = xp if takes_bf16 and low == torch.bfloat16 else xp.float()
         h0, c0 = h0.float(), c0.float()
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (xp, h0, c0, weight_hh))
     return xp, h0, c0, low, grad
