@@ -131,6 +131,76 @@ def check_panel_kernel(ext: Any) -> None:
         ext.panel_mm(torch.randn(2, 8), shifted, nr)
 
 
+def _bf16_panels() -> bool:
+    ext = build.load() if build.enabled() else None
+    return ext is not None and ext.panel_bf16()
+
+
+@pytest.mark.skipif(not _bf16_panels(),
+                    reason="no bfloat16 panels here (an AVX-512 build on a CPU with avx512_bf16)")
+def test_the_bf16_panel_kernel_against_float64() -> None:
+    """The bfloat16 panels (``vdpbf16ps``: pairs of k in a panel's row) against the product of
+    the same bfloat16 values in float64: within the float32 sum's error and the one rounding of
+    the result to bfloat16, over every row remainder of the 10-row tile, every last panel, odd
+    and even K (an odd K's last value has no partner), A contiguous, transposed and strided,
+    weights packed from transposed views; and the panel backend is usable for bfloat16 here."""
+    ext, nr = build.load(), build.load().panel_columns()
+    gen = torch.Generator().manual_seed(0)
+    assert "panel" in gemm.usable_backends(torch.bfloat16)
+
+    def check(m: int, k: int, n: int, layout: str, transposed: bool) -> None:
+        w = (torch.randn(k, n, generator=gen).t() if transposed
+             else torch.randn(n, k, generator=gen)).to(torch.bfloat16)
+        if layout == "transposed":            # k strided
+            a = torch.randn(k, m, generator=gen).bfloat16().t()
+        elif layout == "strided":             # rows of a wider matrix, at an odd offset
+            a = torch.randn(m, k + 3, generator=gen).bfloat16()[:, 1:k + 1]
+        else:
+            a = torch.randn(m, k, generator=gen).bfloat16()
+        packed = ext.panel_pack(w)
+        assert tuple(packed.shape) == ((n + nr - 1) // nr, (k + 1) // 2, 2 * nr)
+        assert packed.dtype == torch.bfloat16
+        got = ext.panel_mm(a, packed, n)
+        assert got.dtype == torch.bfloat16 and got.shape == (m, n)
+        want = a.double() @ w.double().t()
+        sums = a.double().abs() @ w.double().abs().t()
+        bound = 2.0 ** -8 * want.abs() + (k + 2) * 2.0 ** -23 * sums + 1e-30
+        err = (got.double() - want).abs()
+        assert (err <= bound).all(), (
+            f"{m}x{k}x{n}, A {layout}, W transposed {transposed}: error "
+            f"{(err / bound).max().item():.2f} of the bound")
+
+    layouts = ("contiguous", "transposed", "strided")
+    for m in range(1, 31):
+        for i, k in enumerate((1, 2, 7, 34)):
+            for n in (2 * nr, 2 * nr + 5):
+                check(m, k, n, layouts[(m + i) % 3], transposed=(m + n) % 2 == 0)
+    for n in range(1, 2 * nr + 1):
+        for m in (3, 20, 23):
+            check(m, 5 + n % 2, n, layouts[(m + n) % 3], transposed=n % 2 == 1)
+    for m, k, n in ((20, 400, 1680), (20, 1680, 400), (64, 37, 200), (1, 1151, 97)):
+        for layout in layouts:
+            check(m, k, n, layout, transposed=layout == "strided")
+    w = torch.randn(nr, 8).bfloat16()
+    with pytest.raises(RuntimeError, match="does not match"):     # float32 A, bf16 panels
+        ext.panel_mm(torch.randn(2, 8), ext.panel_pack(w), nr)
+    with pytest.raises(RuntimeError, match="does not match"):     # panels for K = 9
+        ext.panel_mm(torch.randn(2, 9).bfloat16(), ext.panel_pack(w), nr)
+
+
+def test_panel_backend_for_bfloat16_exactly_where_the_cpu_has_it() -> None:
+    """The panel backend offers bfloat16 products where the loaded build says it runs them
+    (``panel_bf16()``), float32 wherever the extension loads; never float64."""
+    ext = build.load() if build.enabled() else None
+    if ext is None:
+        pytest.skip("treelm's C++ extension is not loaded")
+    assert ("panel" in gemm.usable_backends(torch.bfloat16)) == ext.panel_bf16()
+    assert "panel" in gemm.usable_backends(torch.float32)
+    assert "panel" not in gemm.usable_backends(torch.float64)
+    if build._isa() != "AVX512":
+        assert not ext.panel_bf16()
+
+
 @pytest.mark.skipif("panel" not in gemm.usable_backends(torch.float32),
                     reason="treelm's C++ extension is not loaded")
 def test_the_panel_kernel_against_float64() -> None:

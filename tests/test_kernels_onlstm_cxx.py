@@ -273,11 +273,19 @@ def test_dispatch_to_cxx_and_elsewhere(calls: dict[str, int]) -> None:
         onlstm_sequence(*args[:-1], "other", impl="cxx")
 
 
+def _bf16_backends() -> list[str]:
+    """``mm``, and treelm's bfloat16 panels where this build and CPU run them."""
+    ext = build.load() if build.enabled() else None
+    return ["mm"] + (["panel"] if ext is not None and ext.panel_bf16() else [])
+
+
+@pytest.mark.parametrize("backend", _bf16_backends())
 @pytest.mark.parametrize("master_input", ["paper", "symmetric"])
-def test_cxx_bf16_autocast(master_input: str, calls: dict[str, int]) -> None:
+def test_cxx_bf16_autocast(master_input: str, backend: str, calls: dict[str, int]) -> None:
     """Under ``torch.autocast(bfloat16)`` the C++ loop runs its products in bfloat16 (every
-    matrix product seen has bfloat16 operands), state and outputs in float32; loss within 2e-2
-    of float32's, gradients' cosine > 0.99; and close to the Python path under autocast."""
+    matrix product seen has bfloat16 operands; the panels' run inside the extension, unseen),
+    state and outputs in float32; loss within 2e-2 of float32's, gradients'
+    cosine > 0.99; and close to the Python path under autocast."""
     T, B, I, H, chunk = 8, 4, 16, 32, 4
     torch.manual_seed(0)
     m = ONLSTM(I, H, chunk, master_input, impl="cxx")
@@ -297,14 +305,15 @@ def test_cxx_bf16_autocast(master_input: str, calls: dict[str, int]) -> None:
             loss.backward()
         return loss.detach(), [p.grad.clone() for p in cell.parameters()], log
 
-    with gemm.use_backend("mm"):
+    with gemm.use_backend(backend):
         ref_loss, ref_grads, _ = loss_and_grads(m, False)
         low_loss, low_grads, log = loss_and_grads(m, True)
         py_loss, py_grads, _ = loss_and_grads(python, True)
     assert calls == {"forward": 2, "backward": 2}
     products = {k for k in log.calls if k.split(".")[1] in ("mm", "addmm", "linear")}
-    assert products and all(log.dtypes[k] == {torch.bfloat16} for k in products), {
+    assert all(log.dtypes[k] == {torch.bfloat16} for k in products), {
         k: log.dtypes[k] for k in products}
+    assert products or backend != "mm"
     assert abs(low_loss - ref_loss) <= 2e-2 * abs(ref_loss)
     assert abs(low_loss - py_loss) <= 1e-3 * abs(py_loss)
     for a, b, c in zip(low_grads, ref_grads, py_grads):
@@ -328,7 +337,7 @@ def test_loops_round_to_bfloat16_as_torch_does(ext) -> None:
 
 
 @pytest.mark.parametrize("save", [False, True])
-@pytest.mark.parametrize("backend", ["mm", "onednn"])
+@pytest.mark.parametrize("backend", ["onednn", *_bf16_backends()])
 def test_cxx_reads_bfloat16_projection_as_widened(ext, save: bool, backend: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Under bfloat16 autocast the loop takes xp as autocast's projection left it (bfloat16) and

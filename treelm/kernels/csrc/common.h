@@ -103,7 +103,8 @@ void panel_mm_out(const at::Tensor& a, const at::Tensor& packed, int64_t n, at::
 // it: kind 0 torch.mm against `w` (the (K, N) right operand, possibly a transposed view), kind 1
 // MKL's packed linear (`packed`, with `w` the (N, K) weight it was packed from), kind 2 oneDNN's
 // linear against `w` (packed or plain), kind 3 treelm's panel product (csrc/panel_gemm.cpp:
-// `packed` the panels, `w` the (N, K) weight or view they were packed from; float32 only). When
+// `packed` the panels, `w` the (N, K) weight or view they were packed from; float32, and
+// bfloat16 where panel_bf16()). When
 // `w` has another dtype than the loop's (autocast's bfloat16 products), the left operand is
 // copied into a buffer of that dtype first and the result, rounded to that dtype, is widened to
 // the loop's, as treelm.kernels.gemm.CastMatmul does. The caller adds the input part itself (in

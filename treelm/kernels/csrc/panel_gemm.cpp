@@ -34,6 +34,22 @@
 // blocking) measured slower: the panels' reads lose their long runs in order.
 // Without AVX2 and FMA the same loops run in plain C++ (the backend is then measured slower and
 // not chosen). Results differ from torch.mm's in the rounding of the K-sum's order only.
+//
+// bfloat16 (autocast's products), in an AVX-512 build on a CPU with avx512_bf16 (panel_bf16()):
+//
+//   packed[p][k/2][2j + k%2] = B[p·NR + j][k]     (K/2 rounded up: an odd K's last pair padded
+//                                                   with a zero)
+//   C[i][p·NR + j] = bf16( Σ_k A[i][k] · packed… )  (float32 sums, rounded once at the end)
+//
+// vdpbf16ps multiplies pairs: one instruction adds a[2i]·b[2i] + a[2i+1]·b[2i+1] into each of 16
+// float32 lanes, so a register of a panel's row holds 16 columns × 2 k, A's two values k, k+1 are
+// broadcast as one 32-bit word, and the same 10 × 32 tile does twice the multiply-adds per
+// instruction of the float32 one. Why: on a 2-core Zen 5 at batch 20 oneDNN's bf16 linear ran
+// the tree config's per-step products at about 55% of the two cores' vdpbf16ps peak, and they
+// were a fifth of a bf16 training step. The sums are float32 as oneDNN's are (vdpbf16ps treats
+// denormal inputs as zero, as oneDNN's bf16 kernels on this instruction do); the result is
+// rounded to bfloat16 to the nearest, ties to even, as PyTorch rounds (common.h round_bf16),
+// since autocast's product returns bfloat16.
 
 #include "common.h"
 
@@ -163,11 +179,143 @@ inline void panel_rows(int64_t M, int64_t K, const float* A, int64_t lda, const 
     remainder_tile<MR - 1>(M - i, K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next);
 }
 
+
+#ifdef TREELM_PANEL_AVX512
+// The bfloat16 tiles are compiled for avx512_bf16 on their own (target attribute) and only run
+// where the CPU has it (panel_bf16()): the rest of an AVX-512 build runs on every AVX-512 CPU.
+#define TREELM_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// A[r][k], A[r][k+1] as one 32-bit word (the low half is k: vdpbf16ps's element 2i)
+inline int32_t pair(const uint16_t* a) {
+  int32_t v;
+  std::memcpy(&v, a, sizeof v);
+  return v;
+}
+
+// 16 float32 lanes rounded to bfloat16 as round_bf16 (common.h) rounds, stored under a mask
+TREELM_BF16 inline void store_bf16(uint16_t* dst, __m512 v, __mmask16 m) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), 16);
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC0));
+  _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(r));
+}
+
+// as tile() above: C[0..R)[0..cols) = A[0..R)[0..K) · panel, K/2 pairs (K2) and an odd K's last
+// value alone
+template <int R>
+TREELM_BF16 void tile_bf16(int64_t K, const uint16_t* RESTRICT A, int64_t lda,
+                           const uint16_t* RESTRICT panel, uint16_t* RESTRICT C, int64_t ldc,
+                           int64_t cols, const uint16_t* next) {
+  constexpr int64_t ROW = 2 * NR;   // bf16 values in a panel's row of pairs: two zmm registers
+  __m512 lo[R], hi[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    lo[r] = _mm512_setzero_ps();
+    hi[r] = _mm512_setzero_ps();
+  }
+  const int64_t K2 = K / 2;
+  for (int64_t k = 0; k < K2; ++k) {
+    if (next) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * ROW), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * ROW + 32), _MM_HINT_T1);
+    }
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(panel + k * ROW);
+    const __m512bh b1 = (__m512bh)_mm512_load_si512(panel + k * ROW + 32);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(pair(A + r * lda + 2 * k));
+      lo[r] = _mm512_dpbf16_ps(lo[r], a, b0);
+      hi[r] = _mm512_dpbf16_ps(hi[r], a, b1);
+    }
+  }
+  if (K % 2) {                      // the last value, its pair's other half zero (so is B's)
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(panel + K2 * ROW);
+    const __m512bh b1 = (__m512bh)_mm512_load_si512(panel + K2 * ROW + 32);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(A[r * lda + K - 1]);
+      lo[r] = _mm512_dpbf16_ps(lo[r], a, b0);
+      hi[r] = _mm512_dpbf16_ps(hi[r], a, b1);
+    }
+  }
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF)
+                       : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    store_bf16(C + r * ldc, lo[r], m0);
+    store_bf16(C + r * ldc + 16, hi[r], m1);
+  }
+}
+
+template <int R>
+TREELM_BF16 void remainder_tile_bf16(int64_t rows, int64_t K, const uint16_t* A, int64_t lda,
+                                     const uint16_t* panel, uint16_t* C, int64_t ldc,
+                                     int64_t cols, const uint16_t* next) {
+  if constexpr (R > 0) {
+    if (rows == R)
+      tile_bf16<R>(K, A, lda, panel, C, ldc, cols, next);
+    else
+      remainder_tile_bf16<R - 1>(rows, K, A, lda, panel, C, ldc, cols, next);
+  }
+}
+
+TREELM_BF16 void panel_rows_bf16(int64_t M, int64_t K, const uint16_t* A, int64_t lda,
+                                 const uint16_t* panel, uint16_t* C, int64_t ldc, int64_t cols,
+                                 const uint16_t* next) {
+  int64_t i = 0;
+  for (; i + MR <= M; i += MR)
+    tile_bf16<MR>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols,
+                  i + MR == M ? next : nullptr);
+  if (i < M)
+    remainder_tile_bf16<MR - 1>(M - i, K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next);
+}
+#endif
+
+}  // namespace
+
+bool panel_bf16() {
+#ifdef TREELM_PANEL_AVX512
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+// bfloat16 panels: pairs of k side by side (the layout in the header)
+at::Tensor pack_bf16(const at::Tensor& b) {
+  TORCH_CHECK(panel_bf16(), "panel_pack: bfloat16 panels need an AVX-512 build on a CPU with "
+              "avx512_bf16 (panel_bf16() is false here)");
+  const int64_t N = b.size(0), K = b.size(1), P = (N + NR - 1) / NR, K2 = (K + 1) / 2;
+  at::Tensor out = at::zeros({P, K2, 2 * NR}, b.options());
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(b.data_ptr<at::BFloat16>());
+  const int64_t sn = b.stride(0), sk = b.stride(1);
+  uint16_t* dst = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
+  at::parallel_for(0, P, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t cols = std::min(NR, N - p * NR);
+      const uint16_t* rows = src + p * NR * sn;
+      uint16_t* panel = dst + p * K2 * 2 * NR;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < cols; ++j)
+          panel[(k / 2) * 2 * NR + 2 * j + k % 2] = rows[j * sn + k * sk];
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 at::Tensor panel_pack(const at::Tensor& b) {
-  TORCH_CHECK(b.dim() == 2 && b.scalar_type() == at::kFloat && b.device().is_cpu(),
-              "panel_pack takes a 2-D float32 CPU tensor (N, K)");
+  TORCH_CHECK(b.dim() == 2 && b.device().is_cpu() &&
+                  (b.scalar_type() == at::kFloat || b.scalar_type() == at::kBFloat16),
+              "panel_pack takes a 2-D float32 or bfloat16 CPU tensor (N, K)");
+  if (b.scalar_type() == at::kBFloat16) return pack_bf16(b);
   const int64_t N = b.size(0), K = b.size(1), P = (N + NR - 1) / NR;
   at::Tensor out = at::zeros({P, K, NR}, b.options());
   const float* src = b.data_ptr<float>();
@@ -186,25 +334,49 @@ at::Tensor panel_pack(const at::Tensor& b) {
 }
 
 void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at::Tensor& out) {
-  TORCH_CHECK(a_.dim() == 2 && a_.scalar_type() == at::kFloat, "panel_mm takes float32 (M, K)");
+  const bool bf16 = a_.scalar_type() == at::kBFloat16;
+  TORCH_CHECK(a_.dim() == 2 && (a_.scalar_type() == at::kFloat || bf16),
+              "panel_mm takes float32 or bfloat16 (M, K)");
   const int64_t M = a_.size(0), K = a_.size(1), P = packed.size(0);
   // rows with contiguous k (a size-1 dimension's stride means nothing, and contiguous() keeps it)
   const at::Tensor a = K > 1 && a_.stride(1) != 1 ? a_.contiguous() : a_;
   // panels of another width come from a build for another instruction set (panel_columns());
-  // the tiles' aligned loads need each panel on a 64-byte boundary (as panel_pack allocates it)
-  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == K && packed.size(2) == NR &&
-                  packed.is_contiguous() && (n + NR - 1) / NR == P &&
+  // the tiles' aligned loads need each panel on a 64-byte boundary (as panel_pack allocates it);
+  // bfloat16 panels hold K/2 rows of pairs
+  const int64_t rows = bf16 ? (K + 1) / 2 : K, width = bf16 ? 2 * NR : NR;
+  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == rows && packed.size(2) == width &&
+                  packed.scalar_type() == a_.scalar_type() && packed.is_contiguous() &&
+                  (n + NR - 1) / NR == P &&
                   reinterpret_cast<std::uintptr_t>(packed.data_ptr()) % 64 == 0,
               "panel_mm: the packed operand does not match (M, ", num(K), ") and N = ", num(n),
-              " in panels of ", num(NR), " columns, contiguous and 64-byte aligned");
-  TORCH_CHECK(out.size(0) == M && out.size(1) == n && out.is_contiguous(), "panel_mm: out");
-  const float* A = a.data_ptr<float>();
-  const float* B = packed.data_ptr<float>();
-  float* C = out.data_ptr<float>();
+              " in panels of ", num(NR), " columns of the same dtype, contiguous and 64-byte "
+              "aligned");
+  TORCH_CHECK(out.size(0) == M && out.size(1) == n && out.is_contiguous() &&
+                  out.scalar_type() == a_.scalar_type(), "panel_mm: out");
   const int64_t lda = M > 1 ? a.stride(0) : K;
   // panels per task: about a million multiply-adds each, so that a batch-1 product of a small
   // layer runs on the calling thread alone
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, M * K));
+  if (bf16) {
+#ifdef TREELM_PANEL_AVX512
+    TORCH_CHECK(panel_bf16(), "panel_mm: bfloat16 panels need avx512_bf16");
+    const uint16_t* A = reinterpret_cast<const uint16_t*>(a.data_ptr<at::BFloat16>());
+    const uint16_t* B = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
+    uint16_t* C = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
+    const int64_t size = rows * width;
+    at::parallel_for(0, P, grain, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p)
+        panel_rows_bf16(M, K, A, lda, B + p * size, C + p * NR, n, std::min(NR, n - p * NR),
+                        p + 1 < p1 ? B + (p + 1) * size : nullptr);
+    });
+    return;
+#else
+    TORCH_CHECK(false, "panel_mm: bfloat16 panels need an AVX-512 build");
+#endif
+  }
+  const float* A = a.data_ptr<float>();
+  const float* B = packed.data_ptr<float>();
+  float* C = out.data_ptr<float>();
   at::parallel_for(0, P, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p)
       panel_rows(M, K, A, lda, B + p * K * NR, C + p * NR, n, std::min(NR, n - p * NR),
@@ -224,6 +396,8 @@ void bind_panel_gemm(pybind11::module_& m) {
   namespace py = pybind11;
   m.def("panel_columns", &panel_columns,
         "columns per panel of this build's panel_pack: 32 with AVX-512, 16 otherwise");
+  m.def("panel_bf16", &panel_bf16,
+        "whether panel_pack and panel_mm take bfloat16 here (an AVX-512 build, avx512_bf16)");
   m.def("panel_pack", &panel_pack, "pack B (N, K) into panel_columns()-column panels",
         py::arg("b"), py::call_guard<py::gil_scoped_release>());
   m.def("panel_mm", &panel_mm, "a (M, K) times the packed B, transposed: (M, N)", py::arg("a"),

@@ -9,12 +9,13 @@ A CPU build of PyTorch offers three ways to multiply, and treelm's C++ extension
 * ``"onednn"``: oneDNN's linear (``torch.ops.mkldnn._linear_pointwise``), on a weight packed once
   by ``torch.ops.mkldnn._reorder_linear_weight`` when it serves many products, on the weight as it
   is for a single product; float32 and bfloat16;
-* ``"panel"``: treelm's own float32 kernel for a few rows (``csrc/panel_gemm.cpp``): the weight
+* ``"panel"``: treelm's own kernel for a few rows (``csrc/panel_gemm.cpp``): the weight
   packed once into column panels, each step's rows through a register tile: 10 × 32 in an
   AVX-512 build, 5 × 16 in an AVX2 one (the extension's ``panel_columns()`` says which width its
   panels have). At batch 20 with AVX2 the libraries' kernels reach about 60% of the FMA peak on
   a step's product; this one is measured beside them and taken where it is faster, packing
-  included.
+  included. float32, and bfloat16 (``vdpbf16ps``) in an AVX-512 build on a CPU with avx512_bf16
+  (the extension's ``panel_bf16()``).
 
 Which one wins depends on the CPU, not on the code: MKL picks its fastest kernels by vendor, oneDNN
 by instruction set. On MKL packed, the fused ON-LSTM trained at 0.94× ``nn.LSTM``'s speed on an

@@ -5,8 +5,11 @@ weight prepared for a product on each: the ground :mod:`treelm.kernels.gemm.choi
 (``_mkl_reorder_linear_weight``) for MKL's linear; ``"onednn"`` reorders it for oneDNN's linear
 (or, for a single product, reads it as it is); ``"panel"`` packs it into column panels (32
 columns in an AVX-512 build of treelm's extension, 16 otherwise: its ``panel_columns()``) for
-treelm's own float32 kernel for a few rows (``csrc/panel_gemm.cpp``: a time loop's per-step
-products at batch 20, where the libraries' kernels reach about 60% of an AVX2 CPU's FMA peak).
+treelm's own kernel for a few rows (``csrc/panel_gemm.cpp``: a time loop's per-step products at
+batch 20, where the libraries' kernels reach about 60% of an AVX2 CPU's FMA peak), in float32,
+and in bfloat16 where the extension is an AVX-512 build on a CPU with avx512_bf16 (its
+``panel_bf16()``: oneDNN's bf16 linear ran the tree config's per-step products at about 55% of
+a Zen 5's vdpbf16ps peak).
 The library ops are PyTorch internals, so their presence is probed, never assumed: a build
 without them, or one that renamed them, runs ``"mm"``; ``"panel"`` is there where treelm's C++
 extension loads (:mod:`treelm.kernels.build`).
@@ -41,7 +44,7 @@ PACKING = ("mkl", "panel")
 _DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "mkl": (torch.float32,),
     "onednn": (torch.float32, torch.bfloat16),
-    "panel": (torch.float32,),
+    "panel": (torch.float32,),   # and bfloat16 where the extension's panel_bf16() says so
 }
 
 
@@ -96,7 +99,9 @@ def usable_backends(dtype: torch.dtype, device: torch.device | str = "cpu") -> t
     if torch.device(device).type != "cpu":
         return ("mm",)
     return tuple(b for b in available_backends() if b == "mm" or (
-        dtype in _DTYPES[b] and (b != "onednn" or torch.backends.mkldnn.enabled)))
+        (dtype in _DTYPES[b] or b == "panel" and dtype == torch.bfloat16
+         and _extension().panel_bf16())
+        and (b != "onednn" or torch.backends.mkldnn.enabled)))
 
 
 # ------------------------------------------------------------------------------- overrides
