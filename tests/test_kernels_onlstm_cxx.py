@@ -35,7 +35,7 @@ from treelm.kernels.onlstm_cxx import (
     CxxProjectedONLSTMFunction,
     onlstm_cxx_sequence,
 )
-from treelm.kernels.sequence import cxx_operands
+from treelm.kernels.sequence import cxx_operands, weight_grad
 
 if shutil.which(os.environ.get("CXX", "c++")) is None:
     pytest.skip("no C++ compiler: the C++ ON-LSTM loop cannot be built here",
@@ -359,6 +359,28 @@ def test_cxx_reads_bfloat16_projection_as_widened(ext, save: bool, backend: str,
     with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
         cell(torch.randn(T, B, I))
     assert seen == [torch.bfloat16]
+
+
+@pytest.mark.parametrize("backend", ["onednn", *_bf16_backends()])
+def test_cxx_keeps_bfloat16_states_for_the_weight_gradient(ext, backend: str) -> None:
+    """With ``save`` under bfloat16 products the loop keeps h_0 … h_T as it rounded them for its
+    products: bit for bit ``cat(h0, out).to(bfloat16)``, so δU from them equals δU from the
+    concatenation and cast it replaces; float32 products keep none."""
+    T, B, I, H, L = 6, 4, 10, 16, 4
+    torch.manual_seed(2)
+    xp = torch.randn(T, B, 4 * H + 2 * L)
+    h0, c0, u = torch.randn(B, H), torch.randn(B, H), torch.randn(4 * H + 2 * L, H) * 0.2
+    with gemm.use_backend(backend), torch.autocast("cpu", torch.bfloat16):
+        kind, w, packed = cxx_operands(step_matmul(u, B, T, False, torch.bfloat16))
+        out, *_, states = ext.forward(xp, h0, c0, kind, w, packed, L, True, True)
+    assert states.shape == (T + 1, B, H) and states.dtype == torch.bfloat16
+    want = torch.cat((h0.unsqueeze(0), out)).to(torch.bfloat16)
+    assert torch.equal(states.view(torch.int16), want.view(torch.int16))
+    dG = torch.randn(T, B, 4 * H + 2 * L).to(torch.bfloat16)
+    kept = weight_grad(dG, h0, out, torch.bfloat16, torch.float32, states)
+    assert torch.equal(kept, weight_grad(dG, h0, out, torch.bfloat16, torch.float32))
+    kind, w, packed = cxx_operands(step_matmul(u, B, T, False, None))
+    assert ext.forward(xp, h0, c0, kind, w, packed, L, True, True)[-1] is None
 
 
 # --------------------------------------------------------------------------------- fallback

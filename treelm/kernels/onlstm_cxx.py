@@ -75,9 +75,11 @@ def cxx_available() -> bool:
 
 def _loop_forward(xp: Tensor, h0: Tensor, c0: Tensor, weight_hh: Tensor, n_levels: int,
                   symmetric: bool, gemm_dtype: torch.dtype | None, save: bool
-                  ) -> tuple[Tensor, Tensor, Tensor, Tensor, tuple[Tensor, ...]]:
-    """The forward time loop in C++: ``(out, c_T, df, di, saved)``, ``saved`` what the
-    backward loop reads (``M, gates, P, cs, tanh_c``; empty unless ``save``)."""
+                  ) -> tuple[Tensor, Tensor, Tensor, Tensor, tuple[Tensor, ...], Tensor | None]:
+    """The forward time loop in C++: ``(out, c_T, df, di, saved, states)``, ``saved`` what the
+    backward loop reads (``M, gates, P, cs, tanh_c``; empty unless ``save``), ``states``
+    ``h_0 … h_T`` (T + 1, B, H) as the bfloat16 products read them (with ``save`` under
+    bfloat16 products, else ``None``): the weight gradient's right operand."""
     ext = cxx_extension()
     assert ext is not None
     T, B, _ = xp.shape
@@ -85,9 +87,9 @@ def _loop_forward(xp: Tensor, h0: Tensor, c0: Tensor, weight_hh: Tensor, n_level
     out, c_last, df, di, *saved = ext.forward(xp, h0, c0, kind, w, packed, n_levels, symmetric,
                                               save)
     if not save:
-        return out, c_last, df, di, ()
-    M, gates, P, cs, tanh_c = saved
-    return out, c_last, df, di, (gates, P, M, cs, tanh_c)
+        return out, c_last, df, di, (), None
+    M, gates, P, cs, tanh_c, states = saved
+    return out, c_last, df, di, (gates, P, M, cs, tanh_c), states
 
 
 def _loop_backward(grads: tuple[Tensor | None, ...], saved: tuple[Tensor, ...],
@@ -119,24 +121,24 @@ class CxxONLSTMFunction(torch.autograd.Function):
         gemm_dtype: torch.dtype | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         save = any(ctx.needs_input_grad[:4])
-        out, c_last, df, di, saved = _loop_forward(xp, h0, c0, weight_hh, n_levels, symmetric,
-                                                   gemm_dtype, save)
+        out, c_last, df, di, saved, states = _loop_forward(xp, h0, c0, weight_hh, n_levels,
+                                                           symmetric, gemm_dtype, save)
         ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
         if save:
-            ctx.save_for_backward(h0, weight_hh, out, *saved)
+            ctx.save_for_backward(h0, weight_hh, out, states, *saved)
         return out, out[-1].clone(), c_last.clone(), df, di
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, dout: Tensor | None, dh_last: Tensor | None, dc_last: Tensor | None,
                  ddf: Tensor | None, ddi: Tensor | None) -> tuple[Tensor | None, ...]:
-        h0, weight_hh, out, *saved = ctx.saved_tensors
+        h0, weight_hh, out, states, *saved = ctx.saved_tensors
         need = ctx.needs_input_grad
         low = ctx.gemm_dtype
         with no_autocast(h0.device.type, low is not None):
             dG, dh0, dc0 = _loop_backward((dout, dh_last, dc_last, ddf, ddi), tuple(saved),
                                           weight_hh, ctx.symmetric, low)
-            dU = weight_grad(dG, h0, out, low, weight_hh.dtype) if need[3] else None
+            dU = weight_grad(dG, h0, out, low, weight_hh.dtype, states) if need[3] else None
         return (dG if need[0] else None, dh0 if need[1] else None, dc0 if need[2] else None,
                 dU, None, None, None)
 
@@ -159,8 +161,8 @@ class CxxProjectedONLSTMFunction(torch.autograd.Function):
         T, B, n_in = x.shape
         x2 = x.reshape(T * B, n_in)
         xp = FixedMatmul(weight_ih, T * B)(x2, add=bias).view(T, B, -1)
-        out, c_last, df, di, saved = _loop_forward(xp, h0, c0, weight_hh, n_levels, symmetric,
-                                                   None, True)
+        out, c_last, df, di, saved, _ = _loop_forward(xp, h0, c0, weight_hh, n_levels,
+                                                      symmetric, None, True)
         ctx.symmetric = symmetric
         ctx.save_for_backward(x2, weight_ih, h0, weight_hh, out, *saved)
         return out, out[-1].clone(), c_last.clone(), df, di
@@ -221,7 +223,7 @@ def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tens
                 xp, h0, c0, weight_hh, n_levels, symmetric, low
             )
         else:
-            out, c, df, di, _ = _loop_forward(xp, h0, c0, weight_hh, n_levels, symmetric, low,
-                                              False)
+            out, c, df, di, _, _ = _loop_forward(xp, h0, c0, weight_hh, n_levels, symmetric,
+                                                 low, False)
             h = out[-1]
     return out, (h, c), {"df": df, "di": di}

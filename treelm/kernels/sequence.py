@@ -52,13 +52,19 @@ def previous_states(h0: Tensor, out: Tensor) -> Tensor:
 
 
 def weight_grad(dG: Tensor, h0: Tensor, out: Tensor, gemm_dtype: torch.dtype | None,
-                dtype: torch.dtype) -> Tensor:
+                dtype: torch.dtype, states: Tensor | None = None) -> Tensor:
     """``δU = Σ_t δz_tᵀ h_{t-1}``: one ``(G, T·B)·(T·B, H)`` product (in ``gemm_dtype`` when
-    set), returned in ``dtype``."""
-    a, b = dG.reshape(-1, dG.shape[-1]), previous_states(h0, out)
+    set), returned in ``dtype``. ``states``: ``h_0 … h_T`` (T + 1, B, H) already in
+    ``gemm_dtype``, as a loop that writes its products' operands kept them (read in place of
+    ``h0`` and ``out``)."""
+    a = dG.reshape(-1, dG.shape[-1])
     if gemm_dtype is None:
-        return matmul(a.t(), b)
-    return matmul(a.to(gemm_dtype).t(), b.to(gemm_dtype)).to(dtype)
+        return matmul(a.t(), previous_states(h0, out))
+    if states is not None and states.dtype == gemm_dtype:
+        b = states[:-1].reshape(-1, states.shape[-1])
+    else:
+        b = previous_states(h0, out).to(gemm_dtype)
+    return matmul(a.to(gemm_dtype).t(), b).to(dtype)
 
 
 def cxx_extension() -> Any:

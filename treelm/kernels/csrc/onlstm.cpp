@@ -123,12 +123,15 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
   cs[0].copy_(c0);
   at::Tensor h = h0.contiguous();
   // bfloat16 products: h_t also written rounded to bfloat16 by the rows (the next product's left
-  // operand), h_0 here
+  // operand), h_0 here. With save, every step's is kept, (h_0, …, h_T): the weight gradient's
+  // right operand (h_0 … h_{T-1} in bfloat16) is then these rows as they are, where it was a
+  // concatenation of h_0 and out and a cast of it, the same numbers (round_bf16 rounds as the
+  // cast does) without two passes over (T·B, H)
   const bool narrow = prod.narrow();
   at::Tensor hl;
   at::BFloat16* hl_p = nullptr;
   if (narrow) {
-    hl = at::empty({B, H}, opt.dtype(at::kBFloat16));
+    hl = at::empty({save ? T_ + 1 : 1, B, H}, opt.dtype(at::kBFloat16));
     hl_p = hl.data_ptr<at::BFloat16>();
     round_bf16(h.data_ptr<T>(), hl_p, B * H);
   }
@@ -144,7 +147,8 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
   for (int64_t t = 0; t < T_; ++t) {
     const int64_t k = save ? t : 0;
     const int64_t a = save ? t : t % 2, c = save ? t + 1 : (t + 1) % 2;  // slots of c_{t-1}, c_t
-    const at::Tensor r = narrow ? prod.of(hl) : prod(h);  // h_{t-1} Uᵀ
+    const int64_t now = save ? t : 0, next = save ? t + 1 : 0;   // hl's slots of h_{t-1}, h_t
+    const at::Tensor r = narrow ? prod.of(hl[now]) : prod(h);  // h_{t-1} Uᵀ
     auto rows = [&](const auto* r_p) {
       at::parallel_for(0, B, grain(G), [&](int64_t b0, int64_t b1) {
         std::vector<T> e(2 * H);
@@ -154,7 +158,7 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
                          cs_p + (a * B + b) * H, cs_p + (c * B + b) * H, tc_p + (k * B + b) * H,
                          out_p + (t * B + b) * H, df_p + t * B + b, di_p + t * B + b, e.data(),
                          e.data() + H);
-          if (narrow) round_bf16(out_p + (t * B + b) * H, hl_p + b * H, H);
+          if (narrow) round_bf16(out_p + (t * B + b) * H, hl_p + (next * B + b) * H, H);
         }
       });
     };
@@ -166,7 +170,7 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
     h = out[t];
   }
   at::Tensor c_last = cs[save ? T_ : T_ % 2];
-  if (save) return {out, c_last, df, di, M, gates, P, cs, tanh_c};
+  if (save) return {out, c_last, df, di, M, gates, P, cs, tanh_c, narrow ? hl : at::Tensor()};
   return {out, c_last, df, di, M};
 }
 
@@ -346,7 +350,8 @@ Dims dims(const at::Tensor& gates_like, int64_t T, int64_t B, int64_t H, int64_t
 }  // namespace
 
 // xp (T, B, G) input projections with both biases; h0, c0 (B, H); the recurrent product a -> a Uᵀ
-// as (kind, w, packed, batch). Returns out, c_T, df, di, M and, with save, gates, P, cs, tanh_c.
+// as (kind, w, packed, batch). Returns out, c_T, df, di, M and, with save, gates, P, cs, tanh_c
+// and h_0 … h_T (T + 1, B, H) as the bfloat16 products read them (None for float products).
 std::vector<at::Tensor> onlstm_forward(const at::Tensor& xp_, const at::Tensor& h0,
                                        const at::Tensor& c0, int64_t kind, at::Tensor w,
                                        std::optional<at::Tensor> packed, int64_t n_levels,
