@@ -366,7 +366,7 @@ def test_cxx_keeps_bfloat16_states_for_the_weight_gradient(ext, backend: str) ->
     """With ``save`` under bfloat16 products the loop keeps h_0 … h_T as it rounded them for its
     products: bit for bit ``cat(h0, out).to(bfloat16)``, so δU from them equals δU from the
     concatenation and cast it replaces; float32 products keep none."""
-    T, B, I, H, L = 6, 4, 10, 16, 4
+    T, B, H, L = 6, 4, 16, 4
     torch.manual_seed(2)
     xp = torch.randn(T, B, 4 * H + 2 * L)
     h0, c0, u = torch.randn(B, H), torch.randn(B, H), torch.randn(4 * H + 2 * L, H) * 0.2
