@@ -3,7 +3,7 @@
 and the AVX-512 one (10 × 32) where the CPU has AVX-512.
 
     python benchmarks/panel_tiles.py [--repeats 9] [--threads 2 1] [--steps 70]
-        [--min-batch-s 0.02] [--quick] [--out PATH]
+        [--min-batch-s 0.02] [--dtype float32|bfloat16] [--quick] [--out PATH]
 
 For each shape (M × K times K × N, the weight stored (N, K) as the loops keep it: a forward
 ``h · Uᵀ`` and a backward ``g · U`` against the same ``U``) and thread count: the weight is
@@ -13,6 +13,9 @@ panels packed; ``mm`` reads it as it is), then ``--repeats`` rounds time every b
 backend: µs per call, GMAC/s and the fraction of the machine's float32 FMA peak at that many
 threads (one core's peak, ``benchmarks/simd_peak.py``'s measurement of ``vfmadd231ps``, measured
 here first, times the threads; the 256-bit peak, the ceiling of an AVX2 kernel, is recorded too).
+``--dtype bfloat16``: autocast's products, on the backends that take them (``mm``, ``onednn`` and
+the bfloat16 panels, ``vdpbf16ps``, where the build and CPU run them: ``panel_bf16()``), the peak
+then ``vdpbf16ps``'s (``bf16 dot 512-bit``), and no AVX2 build (it has no bfloat16 panels).
 ``chosen`` is what :mod:`treelm.kernels.gemm`'s rule (``Measurement.best``: packing plus
 ``--steps`` calls, the earlier backend on a near tie) takes from these figures among
 ``mm``/``mkl``/``onednn``/``panel`` with this build's panels, ``chosen_avx2_panel`` with the
@@ -82,25 +85,31 @@ def _panel(ext: ModuleType, w: torch.Tensor, n: int) -> tuple[Any, float]:
     t0 = time.perf_counter()
     packed = ext.panel_pack(w)
     pack = time.perf_counter() - t0
-    if packed.shape[2] != ext.panel_columns():   # each module runs its own kernel
-        raise SystemExit(f"panel_tiles: {packed.shape[2]}-column panels from a build that says "
-                         f"{ext.panel_columns()}")
+    # each module runs its own kernel (bfloat16 panels hold pairs of k: twice the width)
+    width = ext.panel_columns() * (2 if w.dtype == torch.bfloat16 else 1)
+    if packed.shape[2] != width:
+        raise SystemExit(f"panel_tiles: {packed.shape[2]}-wide panels from a build that says "
+                         f"{ext.panel_columns()} columns")
     return (lambda a: ext.panel_mm(a, packed, n)), pack
 
 
 def measure_shape(m: int, n_w: int, k_w: int, transpose: bool, panels: dict[str, ModuleType],
-                  repeats: int, min_batch_s: float) -> dict[str, Any]:
-    """Every backend on ``a (m × K) · Uᵀ`` (``U · `` with ``transpose``), U (n_w, k_w)."""
+                  repeats: int, min_batch_s: float,
+                  dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """Every backend on ``a (m × K) · Uᵀ`` (``U · `` with ``transpose``), U (n_w, k_w), both
+    in ``dtype``."""
     gen = torch.Generator().manual_seed(0)
-    u = torch.randn(n_w, k_w, generator=gen) / k_w ** 0.5
+    u = (torch.randn(n_w, k_w, generator=gen) / k_w ** 0.5).to(dtype)
     k, n = (n_w, k_w) if transpose else (k_w, n_w)
-    a = torch.randn(m, k, generator=gen)
+    a = torch.randn(m, k, generator=gen).to(dtype)
     want = (a.double() @ (u.double() if transpose else u.double().t())).float()
+    # float32: the sums' order only; bfloat16: the result's rounding (2^-8 of its size) too
+    tol = 1e-3 if dtype == torch.float32 else 2.0 ** -7 * want.abs().max().item()
     products: dict[str, Any] = {}
     pack_ms: dict[str, float] = {}
     # each packing done twice, the faster counting, as the choice measures it: the first also
     # pays one-off costs (fresh pages, a primitive's set-up) that a loop re-packing does not
-    for backend in backends.usable_backends(torch.float32):
+    for backend in backends.usable_backends(dtype):
         if backend == "panel":
             continue
         for _ in range(2):
@@ -120,8 +129,8 @@ def measure_shape(m: int, n_w: int, k_w: int, transpose: bool, panels: dict[str,
     with torch.no_grad():
         for label, fn in products.items():
             got = fn(a)
-            err = (got - want).abs().max().item()
-            if err > 1e-3:
+            err = (got.float() - want).abs().max().item()
+            if err > tol:
                 raise SystemExit(f"panel_tiles: {label} is off by {err:g} on {m}x{k}x{n}")
             fn(a)
             t0 = time.perf_counter()
@@ -160,6 +169,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--steps", type=int, default=70,
                     help="calls per packing for the choice's rule (a BPTT window)")
     ap.add_argument("--min-batch-s", type=float, default=0.02, help="seconds per timed batch")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="the products' dtype (bfloat16: autocast's, against the bf16 peak)")
     ap.add_argument("--quick", action="store_true", help="check the script works (2 repeats)")
     ap.add_argument("--out", type=Path, default=None, help="record (default: results/)")
     args = ap.parse_args(argv)
@@ -170,14 +181,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if native is None:
         raise SystemExit(f"panel_tiles: no C++ extension ({build.unavailable_reason()})")
     isa = build._isa().lower()
-    panels = {f"panel-{isa}": native}
-    other = avx2_build()
+    dtype = getattr(torch, args.dtype)
+    low = dtype == torch.bfloat16
+    panels = {f"panel-{isa}": native} if not low or native.panel_bf16() else {}
+    other = None if low else avx2_build()
     if other is not None:
         panels["panel-avx2"] = other
     native_label = f"panel-{isa}"
 
-    zmm = simd_peak.runnable("fp32 fma 512")
-    ymm = simd_peak.runnable("fp32 fma 256")
+    kind = "bf16 dot" if low else "fp32 fma"
+    zmm = simd_peak.runnable(f"{kind} 512")
+    ymm = simd_peak.runnable(f"{kind} 256")
+    if not zmm + ymm:
+        raise SystemExit(f"panel_tiles: this CPU runs no {kind} instruction to take a peak from")
     peak_rows = simd_peak.measure(zmm + ymm, seconds=0.1 if args.quick else 0.3,
                                   repeats=2 if args.quick else 5)
     core_peak = max(r["gmacs_per_s"] for r in peak_rows.values())
@@ -188,7 +204,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         torch.set_num_threads(threads)
         for name, m, n_w, k_w, transpose in SHAPES:
             k, n = (n_w, k_w) if transpose else (k_w, n_w)
-            row = measure_shape(m, n_w, k_w, transpose, panels, args.repeats, args.min_batch_s)
+            row = measure_shape(m, n_w, k_w, transpose, panels, args.repeats, args.min_batch_s,
+                                dtype)
             macs = m * k * n
             peak = core_peak * threads
             row["gmacs_per_s"] = {b: round(macs / t / 1e3, 1)
@@ -205,6 +222,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{threads} thr  {name:28s} {m}x{k}x{n}: {times} µs -> {row['chosen']}",
                   file=sys.stderr, flush=True)
     record = {
+        "dtype": args.dtype,
         "builds": {label: ext.panel_columns() for label, ext in panels.items()},
         "build_columns_note": "columns per panel of each build (32: the AVX-512 tiles)",
         "peak": {"one_core_gmacs_per_s": core_peak, "one_core_256bit_gmacs_per_s": ymm_peak,

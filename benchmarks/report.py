@@ -370,6 +370,27 @@ def loop_backends_section(path: Path, rec: dict) -> list[str]:
     return out + [""]
 
 
+def panel_tiles_section(path: Path, rec: dict) -> list[str]:
+    """A time loop's per-step products on every backend, treelm's panels among them."""
+    dtype = rec.get("dtype", "float32")
+    out = _cpu_head(f"A loop's per-step products in {dtype} per backend "
+                    "(`benchmarks/panel_tiles.py`)", path, rec)
+    peak = rec["peak"]
+    out[-1] += (f". µs a call, best of {rec['repeats']} rounds, the backends taking turns; in "
+                f"brackets the fraction of the peak ({peak['one_core_gmacs_per_s']} GMAC/s a "
+                f"core × threads); `chosen`: the GEMM choice's rule on these figures for "
+                f"{rec['steps']} steps a packing.")
+    labels = list(dict.fromkeys(b for r in rec["results"] for b in r["us_per_call"]))
+    out += ["", "| product | m×k×n | threads | " + " | ".join(labels) + " | chosen |",
+            "| --- | --- | ---: |" + " ---: |" * len(labels) + " --- |"]
+    for r in rec["results"]:
+        cells = [f"{r['us_per_call'][b]:.1f} ({100 * r['fraction_of_peak'][b]:.0f}%)"
+                 if b in r["us_per_call"] else "" for b in labels]
+        out.append(f"| {r['shape']} | {r['m']}×{r['k']}×{r['n']} | {r['threads']} | "
+                   + " | ".join(cells) + f" | {r['chosen']} |")
+    return out + [""]
+
+
 def step_profile_section(path: Path, rec: dict) -> list[str]:
     """Where a training step's time goes, per config: its phases and top operators per token."""
     res = rec["results"]
@@ -456,6 +477,8 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += gemm_backends_section(*r)
     for r in every("loop_backends", results):
         lines += loop_backends_section(*r)
+    for r in every("panel_tiles", results):
+        lines += panel_tiles_section(*r)
     for r in every("step_profile", results):
         lines += step_profile_section(*r)
     for r in every("step_ab", results):

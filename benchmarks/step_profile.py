@@ -181,13 +181,20 @@ def fractions(result: dict[str, Any], macs: float | None, peak: dict[str, Any]) 
     cores = torch.get_num_threads()
     rate = result["tokens_per_s"] * macs / 1e9
     result["train_mmac_per_token"] = round(macs / 1e6, 3)
-    result["gmacs_per_s"] = round(rate, 3)
+    # significant digits, not decimals: a tiny config's step on one thread is a small fraction,
+    # which four decimals would round by more than a percent
+    result["gmacs_per_s"] = _digits(rate, 6)
     if peak["fp32_peak_gmacs_per_s_per_core"]:
-        result["fraction_of_fp32_peak"] = round(
+        result["fraction_of_fp32_peak"] = _digits(
             rate / (cores * peak["fp32_peak_gmacs_per_s_per_core"]), 4)
     if result["precision"] == "bf16" and peak["bf16_peak_gmacs_per_s_per_core"]:
-        result["fraction_of_bf16_peak"] = round(
+        result["fraction_of_bf16_peak"] = _digits(
             rate / (cores * peak["bf16_peak_gmacs_per_s_per_core"]), 4)
+
+
+def _digits(x: float, n: int) -> float:
+    """``x`` to ``n`` significant digits."""
+    return float(f"{x:.{n}g}")
 
 
 #: the operators that are matrix products (PyTorch's, MKL's and oneDNN's linear layers)
