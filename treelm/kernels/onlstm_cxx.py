@@ -47,7 +47,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from treelm.kernels.gemm import FixedMatmul, matmul, step_matmul
+from treelm.kernels.gemm import FixedMatmul, matmul, step_matmul, transpose_contiguous
 from treelm.kernels.onlstm_torch import (
     LayerOutput,
     is_symmetric,
@@ -180,7 +180,7 @@ class CxxProjectedONLSTMFunction(torch.autograd.Function):
         dx = matmul(d2, weight_ih).view(T, B, -1) if need[0] else None
         dw_ih = dU = None
         if need[1] or need[5]:
-            d2t = d2.t().contiguous()           # δGᵀ once, in rows, for both weight gradients
+            d2t = transpose_contiguous(d2)      # δGᵀ once, in rows, for both weight gradients
             if need[1]:
                 dw_ih = matmul(d2t, x2)
             if need[5]:

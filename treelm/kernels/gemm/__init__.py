@@ -63,6 +63,7 @@ from treelm.kernels.gemm.backends import (
     available_backends,
     requested_backend,
     set_backend,
+    transpose_contiguous,
     usable_backends,
     use_backend,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "step_matmul",
     "requested_backend",
     "set_backend",
+    "transpose_contiguous",
     "usable_backends",
     "use_backend",
 ]

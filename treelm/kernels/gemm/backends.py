@@ -8,8 +8,8 @@ columns in an AVX-512 build of treelm's extension, 16 otherwise: its ``panel_col
 treelm's own kernel for a few rows (``csrc/panel_gemm.cpp``: a time loop's per-step products at
 batch 20, where the libraries' kernels reach about 60% of an AVX2 CPU's FMA peak), in float32,
 and in bfloat16 where the extension is an AVX-512 build on a CPU with avx512_bf16 (its
-``panel_bf16()``: oneDNN's bf16 linear ran the tree config's per-step products at about 55% of
-a Zen 5's vdpbf16ps peak).
+``panel_bf16()``: oneDNN's bf16 linear ran the tree config's per-step products at 55-60% of a
+Zen 5's vdpbf16ps peak, these at 86-91%: ``panel_tiles-zen5-bf16-20261129.json``).
 The library ops are PyTorch internals, so their presence is probed, never assumed: a build
 without them, or one that renamed them, runs ``"mm"``; ``"panel"`` is there where treelm's C++
 extension loads (:mod:`treelm.kernels.build`).
@@ -151,7 +151,7 @@ def requested_backend() -> str:
 Product = Callable[[Tensor], Tensor]
 
 
-def _transpose_contiguous(w: Tensor, block: int = 256) -> Tensor:
+def transpose_contiguous(w: Tensor, block: int = 256) -> Tensor:
     """``w.t().contiguous()``, copied in row blocks (several times faster for large ``w``)."""
     out = w.new_empty(w.shape[1], w.shape[0])
     for i in range(0, w.shape[0], block):
@@ -208,7 +208,7 @@ def _prepare(backend: str, weight: Tensor, batch: int, transpose: bool, once: bo
     if backend == "panel":      # packs from any strides: no transposed copy first
         b = weight.t() if transpose else weight
         return Prepared(backend, b, _extension().panel_pack(b), batch)
-    w = _transpose_contiguous(weight) if transpose else weight.contiguous()
+    w = transpose_contiguous(weight) if transpose else weight.contiguous()
     if backend == "mkl":
         return Prepared(backend, w, torch.ops.mkl._mkl_reorder_linear_weight(w, batch), batch)
     if backend == "onednn":
