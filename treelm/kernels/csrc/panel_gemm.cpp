@@ -45,8 +45,9 @@
 // float32 lanes, so a register of a panel's row holds 16 columns × 2 k, A's two values k, k+1 are
 // broadcast as one 32-bit word, and the same 10 × 32 tile does twice the multiply-adds per
 // instruction of the float32 one. Why: on a 2-core Zen 5 at batch 20 oneDNN's bf16 linear ran
-// the tree config's per-step products at about 55% of the two cores' vdpbf16ps peak, and they
-// were a fifth of a bf16 training step. The sums are float32 as oneDNN's are (vdpbf16ps treats
+// the tree config's per-step products at 55-60% of the two cores' vdpbf16ps peak, and they were
+// a fifth of a bf16 training step; these tiles run them at 86-91% (benchmarks/panel_tiles.py
+// --dtype bfloat16, record panel_tiles-zen5-bf16-20261129.json). The sums are float32 as oneDNN's are (vdpbf16ps treats
 // denormal inputs as zero, as oneDNN's bf16 kernels on this instruction do); the result is
 // rounded to bfloat16 to the nearest, ties to even, as PyTorch rounds (common.h round_bf16),
 // since autocast's product returns bfloat16.
