@@ -57,6 +57,11 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define TREELM_PANEL_AVX512 1
+// the bfloat16 tiles' intrinsics and CPU test need GCC 10 or clang 11 (older compilers build the
+// rest, and panel_bf16() says false)
+#if (defined(__clang__) && __clang_major__ >= 11) || (!defined(__clang__) && __GNUC__ >= 10)
+#define TREELM_PANEL_BF16 1
+#endif
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define TREELM_PANEL_AVX2 1
@@ -181,7 +186,7 @@ inline void panel_rows(int64_t M, int64_t K, const float* A, int64_t lda, const 
 }
 
 
-#ifdef TREELM_PANEL_AVX512
+#ifdef TREELM_PANEL_BF16
 // The bfloat16 tiles are compiled for avx512_bf16 on their own (target attribute) and only run
 // where the CPU has it (panel_bf16()): the rest of an AVX-512 build runs on every AVX-512 CPU.
 #define TREELM_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -278,7 +283,7 @@ TREELM_BF16 void panel_rows_bf16(int64_t M, int64_t K, const uint16_t* A, int64_
 }  // namespace
 
 bool panel_bf16() {
-#ifdef TREELM_PANEL_AVX512
+#ifdef TREELM_PANEL_BF16
   static const bool has = __builtin_cpu_supports("avx512bf16");
   return has;
 #else
@@ -359,7 +364,7 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   // layer runs on the calling thread alone
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, M * K));
   if (bf16) {
-#ifdef TREELM_PANEL_AVX512
+#ifdef TREELM_PANEL_BF16
     TORCH_CHECK(panel_bf16(), "panel_mm: bfloat16 panels need avx512_bf16");
     const uint16_t* A = reinterpret_cast<const uint16_t*>(a.data_ptr<at::BFloat16>());
     const uint16_t* B = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
@@ -372,7 +377,8 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
     });
     return;
 #else
-    TORCH_CHECK(false, "panel_mm: bfloat16 panels need an AVX-512 build");
+    TORCH_CHECK(false, "panel_mm: bfloat16 panels need an AVX-512 build (by GCC 10 or clang 11 "
+                "at least)");
 #endif
   }
   const float* A = a.data_ptr<float>();
