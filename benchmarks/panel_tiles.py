@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if args.quick:
         record["quick"] = True
+    torch.set_num_threads(max(args.threads))   # the machine line's threads: the most timed
     write_result("panel_tiles", record, path=args.out)
     return record
 
