@@ -666,3 +666,21 @@ def test_single_products_of_one_size_class_share_a_measurement(monkeypatch):
     FixedMatmul(w, 34, steps=20)                    # loops: exact shapes
     assert len(calls) == 4
     assert [gemm.choice.size_class(n) for n in (1, 2, 33, 64, 65)] == [1, 2, 64, 64, 128]
+
+
+@pytest.mark.parametrize("shape", [(7, 5, 24), (3, 40), (1, 1, 24)])
+def test_cast_linear_is_autocasts_linear_to_the_bit(shape: tuple[int, ...]) -> None:
+    """``cast_linear`` (oneDNN's linear adding the bias as it writes, where oneDNN takes
+    bfloat16) gives autocast's ``F.linear`` bit for bit, over any leading dimensions, and stays
+    out of autograd; oneDNN switched off, it is autocast's ``F.linear`` itself."""
+    torch.manual_seed(4)
+    a = torch.randn(*shape[:-1], 24)
+    w, b = torch.randn(shape[-1] * 2 + 1, 24, requires_grad=True), torch.randn(shape[-1] * 2 + 1)
+    with torch.autocast("cpu", torch.bfloat16):
+        want = torch.nn.functional.linear(a, w, b)
+    got = gemm.cast_linear(a, w, b, torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and got.shape == want.shape and not got.requires_grad
+    assert torch.equal(got.view(torch.int16), want.detach().view(torch.int16))
+    with torch.backends.mkldnn.flags(enabled=False):
+        off = gemm.cast_linear(a, w.detach(), b, torch.bfloat16)
+    assert off.dtype == torch.bfloat16 and torch.equal(off.float(), want.detach().float())

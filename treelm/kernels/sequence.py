@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from treelm.kernels.gemm import CastMatmul, FixedMatmul, linear, matmul
+from treelm.kernels.gemm import CastMatmul, FixedMatmul, cast_linear, linear, matmul
 from treelm.kernels.precision import autocast_dtype
 
 __all__ = ["cxx_extension", "cxx_operands", "previous_states", "project_inputs", "weight_grad"]
@@ -36,8 +36,12 @@ def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, b
     low = autocast_dtype(x.device.type)
     if low is None:
         xp = linear(x, weight_ih, bias_ih + bias_hh)
-    else:                       # autocast's product, then the recurrence in float32
-        xp = F.linear(x, weight_ih, bias_ih + bias_hh)
+    elif torch.is_grad_enabled() and any(t.requires_grad for t in (x, weight_ih, bias_ih,
+                                                                    bias_hh)):
+        xp = F.linear(x, weight_ih, bias_ih + bias_hh)    # autocast's product, differentiable
+    else:                                                 # the same without autograd
+        xp = cast_linear(x, weight_ih, bias_ih + bias_hh, low)
+    if low is not None:                                   # then the recurrence in float32
         xp = xp if takes_bf16 and low == torch.bfloat16 else xp.float()
         h0, c0 = h0.float(), c0.float()
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (xp, h0, c0, weight_hh))

@@ -43,7 +43,9 @@ and decisions that checkpoints carry), :mod:`.products` (the front ends below).
 Front ends: :class:`FixedMatmul` and :func:`matmul` (not differentiable) for hand-written forward
 and backward passes such as the fused ON-LSTM's; :func:`linear`, ``F.linear``'s numbers and
 gradients, for autograd code: the cells' per-step products inside the :func:`loop` scope that
-:meth:`treelm.cells.base.Cell.forward` opens around its time steps, single products elsewhere.
+:meth:`treelm.cells.base.Cell.forward` opens around its time steps, single products elsewhere;
+:func:`cast_linear`, autocast's ``F.linear`` without autograd (a loop's input projection in
+evaluation).
 
 Overrides (tests, benchmarks, reproducing a run bit for bit): the environment variable
 ``TREELM_GEMM=auto|mkl|onednn|mm``, or :func:`set_backend` / the context manager
@@ -78,6 +80,7 @@ from treelm.kernels.gemm.choice import (
 from treelm.kernels.gemm.products import (
     CastMatmul,
     FixedMatmul,
+    cast_linear,
     linear,
     loop,
     matmul,
@@ -94,6 +97,7 @@ __all__ = [
     "Measurement",
     "Prepared",
     "available_backends",
+    "cast_linear",
     "clear_cache",
     "clear_decisions",
     "decisions",
