@@ -29,8 +29,9 @@ def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, b
                    weight_hh: Tensor, bias_hh: Tensor, takes_bf16: bool = False
                    ) -> tuple[Tensor, Tensor, Tensor, torch.dtype | None, bool]:
     """``xp = x W_ihᵀ + b_ih + b_hh`` for all steps in one GEMM (autocast's product under
-    autocast, taken back to float32 unless it is bfloat16 and the caller ``takes_bf16``: a loop
-    that reads it widened spares the copy), the state in float32 under autocast; returns
+    autocast, :func:`~treelm.kernels.gemm.cast_linear`'s same bits where no gradient is wanted;
+    taken back to float32 unless it is bfloat16 and the caller ``takes_bf16``: a loop that reads
+    it widened spares the copy), the state in float32 under autocast; returns
     ``(xp, h0, c0, autocast dtype or None, whether a gradient is wanted)``."""
     h0, c0 = state
     low = autocast_dtype(x.device.type)

@@ -123,8 +123,7 @@ def cast_linear(a: Tensor, weight: Tensor, bias: Tensor, dtype: torch.dtype) -> 
 
     Why: autocast's ``F.linear`` is an ``addmm``, which first writes the bias into every row of
     the output and then adds the product to it, a pass over the output that oneDNN's linear,
-    adding the bias as it writes, does not make (about a tenth of the tree config's input
-    projection at 4,096 rows on a Zen 5)."""
+    adding the bias as it writes, does not make."""
     with torch.no_grad():
         if not (a.device.type == "cpu" and "onednn" in backends.usable_backends(dtype)):
             with torch.autocast(a.device.type, dtype=dtype):
