@@ -13,8 +13,9 @@
 //
 // Why: at batch 20 a step's product (20×1150)·(1150×4830) is too short in M for the library
 // kernels, which reach about 60% of the FMA peak on it with AVX2 (the per-step products are half
-// of a training step at the paper's size). Here each thread takes whole panels; for each panel,
-// rows go MR at a time through a register tile of MR × NR accumulators:
+// of a training step at the paper's size). Here each thread takes a run of panels (for_tasks:
+// whole panels but at the run's ends); for each panel, rows go MR at a time through a register
+// tile of MR × NR accumulators:
 // - AVX2: MR = 5, NR = 16 (10 of the 16 registers, two for the panel's row, one for A's
 //   broadcast): per k, two loads of the panel and 5 broadcasts of A feed 10 FMAs.
 // - AVX-512: MR = 10, NR = 32 (20 of the 32 zmm registers, two for the panel's row, one for the
@@ -280,6 +281,29 @@ TREELM_BF16 void panel_rows_bf16(int64_t M, int64_t K, const uint16_t* A, int64_
 }
 #endif
 
+// The product's work as tasks of one panel by one register tile of rows (MR), in panel order,
+// split between the threads in equal runs: `rows(p, r0, m, next)` computes rows [r0, r0 + m) of
+// panel p, and fetches panel `next` (or none, -1) into L2 meanwhile where the thread's next task
+// is that panel's first. Why tiles rather than whole panels: a product of few panels split
+// unevenly (the tree config's backward, 13 panels, ran 7 against 6 on 2 threads); tasks of a
+// tile differ by a tile at most, and a thread's run keeps a panel's tiles together, so each panel
+// is still brought in once per thread.
+template <typename Rows>
+void for_tasks(int64_t M, int64_t K, int64_t P, const Rows& rows) {
+  const int64_t tiles = (M + MR - 1) / MR;
+  // tasks per run: about a million multiply-adds at least, so that a batch-1 product of a small
+  // layer runs on the calling thread alone
+  const int64_t grain =
+      std::max<int64_t>(1, 65536 / std::max<int64_t>(1, std::min<int64_t>(M, MR) * K));
+  at::parallel_for(0, P * tiles, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t p = t / tiles, r0 = (t % tiles) * MR;
+      const bool last = t % tiles == tiles - 1;
+      rows(p, r0, std::min(MR, static_cast<int>(M - r0)), last && t + 1 < t1 ? p + 1 : -1);
+    }
+  });
+}
+
 }  // namespace
 
 bool panel_bf16() {
@@ -360,9 +384,6 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   TORCH_CHECK(out.size(0) == M && out.size(1) == n && out.is_contiguous() &&
                   out.scalar_type() == a_.scalar_type(), "panel_mm: out");
   const int64_t lda = M > 1 ? a.stride(0) : K;
-  // panels per task: about a million multiply-adds each, so that a batch-1 product of a small
-  // layer runs on the calling thread alone
-  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, M * K));
   if (bf16) {
 #ifdef TREELM_PANEL_BF16
     TORCH_CHECK(panel_bf16(), "panel_mm: bfloat16 panels need avx512_bf16");
@@ -370,10 +391,9 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
     const uint16_t* B = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
     uint16_t* C = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
     const int64_t size = rows * width;
-    at::parallel_for(0, P, grain, [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p)
-        panel_rows_bf16(M, K, A, lda, B + p * size, C + p * NR, n, std::min(NR, n - p * NR),
-                        p + 1 < p1 ? B + (p + 1) * size : nullptr);
+    for_tasks(M, K, P, [&](int64_t p, int64_t r0, int64_t m, int64_t next) {
+      panel_rows_bf16(m, K, A + r0 * lda, lda, B + p * size, C + r0 * n + p * NR, n,
+                      std::min(NR, n - p * NR), next >= 0 ? B + next * size : nullptr);
     });
     return;
 #else
@@ -384,10 +404,9 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   const float* A = a.data_ptr<float>();
   const float* B = packed.data_ptr<float>();
   float* C = out.data_ptr<float>();
-  at::parallel_for(0, P, grain, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p)
-      panel_rows(M, K, A, lda, B + p * K * NR, C + p * NR, n, std::min(NR, n - p * NR),
-                 p + 1 < p1 ? B + (p + 1) * K * NR : nullptr);
+  for_tasks(M, K, P, [&](int64_t p, int64_t r0, int64_t m, int64_t next) {
+    panel_rows(m, K, A + r0 * lda, lda, B + p * K * NR, C + r0 * n + p * NR, n,
+               std::min(NR, n - p * NR), next >= 0 ? B + next * K * NR : nullptr);
   });
 }
 
