@@ -161,7 +161,10 @@ inline void tile(int64_t K, const float* RESTRICT A, int64_t lda, const float* R
 #endif
 }
 
-// the last `rows` (1..R) rows of a panel by a tile of exactly that many rows
+// `rows` (1..R) rows of a panel by a tile of exactly that many rows: a task of for_tasks below
+// (R = MR), whose last tile of a panel fetches the `next` panel (or nothing) into L2, so that the
+// next panel's first tile does not wait on memory: the first tile is the one that brings a panel
+// in, the others read it from L2
 template <int R>
 inline void remainder_tile(int64_t rows, int64_t K, const float* A, int64_t lda,
                            const float* panel, float* C, int64_t ldc, int64_t cols,
@@ -173,19 +176,6 @@ inline void remainder_tile(int64_t rows, int64_t K, const float* A, int64_t lda,
       remainder_tile<R - 1>(rows, K, A, lda, panel, C, ldc, cols, next);
   }
 }
-
-// rows [0, M) of one panel, MR at a time, the last 1..MR-1 rows by a smaller tile; the last tile
-// fetches the `next` panel (or nothing) into L2, so that the next panel's first tile does not
-// wait on memory: the first tile is the one that brings a panel in, the others read it from L2
-inline void panel_rows(int64_t M, int64_t K, const float* A, int64_t lda, const float* panel,
-                       float* C, int64_t ldc, int64_t cols, const float* next) {
-  int64_t i = 0;
-  for (; i + MR <= M; i += MR)
-    tile<MR>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, i + MR == M ? next : nullptr);
-  if (i < M)
-    remainder_tile<MR - 1>(M - i, K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next);
-}
-
 
 #ifdef TREELM_PANEL_BF16
 // The bfloat16 tiles are compiled for avx512_bf16 on their own (target attribute) and only run
@@ -267,17 +257,6 @@ TREELM_BF16 void remainder_tile_bf16(int64_t rows, int64_t K, const uint16_t* A,
     else
       remainder_tile_bf16<R - 1>(rows, K, A, lda, panel, C, ldc, cols, next);
   }
-}
-
-TREELM_BF16 void panel_rows_bf16(int64_t M, int64_t K, const uint16_t* A, int64_t lda,
-                                 const uint16_t* panel, uint16_t* C, int64_t ldc, int64_t cols,
-                                 const uint16_t* next) {
-  int64_t i = 0;
-  for (; i + MR <= M; i += MR)
-    tile_bf16<MR>(K, A + i * lda, lda, panel, C + i * ldc, ldc, cols,
-                  i + MR == M ? next : nullptr);
-  if (i < M)
-    remainder_tile_bf16<MR - 1>(M - i, K, A + i * lda, lda, panel, C + i * ldc, ldc, cols, next);
 }
 #endif
 
@@ -392,8 +371,8 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
     uint16_t* C = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
     const int64_t size = rows * width;
     for_tasks(M, K, P, [&](int64_t p, int64_t r0, int64_t m, int64_t next) {
-      panel_rows_bf16(m, K, A + r0 * lda, lda, B + p * size, C + r0 * n + p * NR, n,
-                      std::min(NR, n - p * NR), next >= 0 ? B + next * size : nullptr);
+      remainder_tile_bf16<MR>(m, K, A + r0 * lda, lda, B + p * size, C + r0 * n + p * NR, n,
+                              std::min(NR, n - p * NR), next >= 0 ? B + next * size : nullptr);
     });
     return;
 #else
@@ -405,8 +384,8 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   const float* B = packed.data_ptr<float>();
   float* C = out.data_ptr<float>();
   for_tasks(M, K, P, [&](int64_t p, int64_t r0, int64_t m, int64_t next) {
-    panel_rows(m, K, A + r0 * lda, lda, B + p * K * NR, C + r0 * n + p * NR, n,
-               std::min(NR, n - p * NR), next >= 0 ? B + next * K * NR : nullptr);
+    remainder_tile<MR>(m, K, A + r0 * lda, lda, B + p * K * NR, C + r0 * n + p * NR, n,
+                       std::min(NR, n - p * NR), next >= 0 ? B + next * K * NR : nullptr);
   });
 }
 

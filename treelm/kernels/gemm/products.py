@@ -128,9 +128,9 @@ def cast_linear(a: Tensor, weight: Tensor, bias: Tensor, dtype: torch.dtype) -> 
         if not (a.device.type == "cpu" and "onednn" in backends.usable_backends(dtype)):
             with torch.autocast(a.device.type, dtype=dtype):
                 return F.linear(a, weight, bias)
-        out = torch.ops.mkldnn._linear_pointwise(a.reshape(-1, a.shape[-1]).to(dtype),
-                                                 weight.to(dtype), bias.to(dtype), "none", [], "")
-        return out.view(*a.shape[:-1], -1)
+        rows = a.reshape(-1, a.shape[-1]).to(dtype)
+        product = backends._prepare("onednn", weight.to(dtype), rows.shape[0], False, once=True)
+        return product(rows, bias.to(dtype)).view(*a.shape[:-1], -1)
 
 
 def matmul(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
