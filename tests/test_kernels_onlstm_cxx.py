@@ -383,6 +383,49 @@ def test_cxx_keeps_bfloat16_states_for_the_weight_gradient(ext, backend: str) ->
     assert ext.forward(xp, h0, c0, kind, w, packed, L, True, True)[-1] is None
 
 
+def _panel_dtypes() -> list[torch.dtype | None]:
+    """float32 panels, and bfloat16 panels where this build and CPU run them."""
+    ext = build.load() if build.enabled() else None
+    return [None] + ([torch.bfloat16] if ext is not None and ext.panel_bf16() else [])
+
+
+@pytest.mark.parametrize("low", _panel_dtypes(), ids=lambda d: "bf16" if d else "f32")
+@pytest.mark.parametrize("batch", [1, 7, 20, 23, 64])
+def test_threads_owning_rows_give_the_per_step_schedules_bits(ext, low: torch.dtype | None,
+                                                              batch: int) -> None:
+    """With panel products each thread owns a run of rows for the whole sequence (one parallel
+    region, no join per step, tiles of even sizes); the per-step schedule (a region per product,
+    one per gate pass) is kept for the library products. Same sums in the same order: every
+    output of both loops, saved buffers and gradients included, equal to the bit, on 2 threads,
+    at batches that split unevenly between threads and into tiles."""
+    T, H, L = 5, 96, 8
+    G = 4 * H + 2 * L
+    torch.manual_seed(3)
+    xp = torch.randn(T, batch, G)
+    h0, c0, u = torch.randn(batch, H), torch.randn(batch, H), torch.randn(G, H) * 0.2
+    grads = (torch.randn(T, batch, H), torch.randn(batch, H), torch.randn(batch, H),
+             torch.randn(T, batch), torch.randn(T, batch))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with gemm.use_backend("panel"):
+            fwd = cxx_operands(step_matmul(u, batch, T, False, low))
+            bwd = cxx_operands(step_matmul(u, batch, T, True, low))
+            assert fwd[0] == bwd[0] == 3                  # the panels
+            runs = []
+            for rows in (True, False):
+                out, c, df, di, M, *saved = ext.forward(xp, h0, c0, *fwd, L, True, True, rows)
+                gates, P, cs, tanh_c, states = saved
+                back = ext.backward(*grads, gates, P, M, cs, tanh_c, *bwd, True, rows)
+                no_grad = ext.forward(xp, h0, c0, *fwd, L, True, False, rows)
+                runs.append([out, c, df, di, M, gates, P, cs, tanh_c, *back, *no_grad]
+                            + ([states] if low else []))
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(*runs):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
 # --------------------------------------------------------------------------------- fallback
 
 FALLBACK_SCRIPT = """

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace treelm {
@@ -98,6 +99,14 @@ inline void round_bf16(const double*, at::BFloat16*, int64_t) {
 // otherwise: panel_columns()), and out (M, N) = a · Bᵀ from them
 at::Tensor panel_pack(const at::Tensor& b);
 void panel_mm_out(const at::Tensor& a, const at::Tensor& packed, int64_t n, at::Tensor& out);
+// that `packed` holds panels for (M, K) · Bᵀ with N = n in `dtype` (and the CPU runs them)
+void panel_check(const at::Tensor& packed, int64_t K, int64_t n, at::ScalarType dtype);
+// rows [r0, r1) of C (M, n), row stride n, = A (row stride lda) · Bᵀ from the panels, on the
+// calling thread (a loop's own parallel region calls it for the rows a thread owns)
+void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const float* A, int64_t lda,
+                float* C, int64_t r0, int64_t r1);
+void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const at::BFloat16* A,
+                int64_t lda, at::BFloat16* C, int64_t r0, int64_t r1);
 
 // The per-step product a -> a W' (W' = Uᵀ forward, U backward) as treelm.kernels.gemm prepared
 // it: kind 0 torch.mm against `w` (the (K, N) right operand, possibly a transposed view), kind 1
@@ -114,10 +123,11 @@ struct Product {
   at::Tensor w, packed;
   int64_t batch;
   at::Tensor low, res, wide;  // cast left operand; torch.mm's or the panels' result; widened
+  int64_t k_;                 // the left operand's columns
 
   Product(int64_t kind_, at::Tensor w_, std::optional<at::Tensor> packed_, int64_t batch_,
           const at::Tensor& like, int64_t k, int64_t n)
-      : kind(kind_), w(std::move(w_)), batch(batch_) {
+      : kind(kind_), w(std::move(w_)), batch(batch_), k_(k) {
     TORCH_CHECK(kind >= 0 && kind <= 3, "unknown product kind ", num(kind));
     if (packed_.has_value()) packed = *packed_;
     TORCH_CHECK((kind != 1 && kind != 3) || packed.defined(),
@@ -128,6 +138,7 @@ struct Product {
       wide = at::empty({batch, n}, like.options());
     }
     if (kind == 0 || kind == 3) res = at::empty({batch, n}, in_w);
+    if (kind == 3) panel_check(packed, k, n, w.scalar_type());
   }
 
   at::Tensor packed_call(const at::Tensor& a) const {
@@ -168,11 +179,47 @@ struct Product {
     if (!low.defined()) return of(a);
     return wide.copy_(of(low.copy_(a)));
   }
+
+  // Whether a loop's threads may each own a run of the batch's rows for the whole sequence,
+  // calling rows() from inside one parallel region: a panel product whose left operand the
+  // loop writes in w's dtype itself (its own dtype, or narrow()). Why: a step's row b needs
+  // row b of the product alone, and the product's row b needs row b of the step before alone,
+  // so the rows never meet. The loops then open one parallel region per sequence instead of
+  // two per step (a join each, the other threads spinning meanwhile), and each thread's rows of
+  // h_t, the product and the gates stay in its own core's caches (the panels, read-only, are
+  // read by every thread). Each element's sum is the same tile's in the same order: the same
+  // bits as operator() and of().
+  bool by_rows() const { return kind == 3 && (!low.defined() || narrow()); }
+
+  // rows [r0, r1) of res (= lhs W', row stride N) from lhs's (row stride lda), on this thread
+  template <typename E>
+  E* rows(const E* lhs, int64_t lda, int64_t r0, int64_t r1) {
+    E* out = res.data_ptr<E>();
+    panel_rows(packed, k_, res.size(1), lhs, lda, out, r0, r1);
+    return out;
+  }
 };
 
 // Rows per parallel task: enough work per task that a small batch (decoding, batch-1
 // evaluation) runs on the calling thread alone.
 inline int64_t grain(int64_t gate_width) { return std::max<int64_t>(1, 32768 / gate_width); }
+
+// Fetch n elements from p on into L2 (one prefetch per 64-byte line): a loop whose threads own
+// their rows asks for the next step's rows before a step's product, which then hides the wait
+// (the rows of a (T, B, ·) buffer of the whole sequence come from L3 or memory)
+template <typename E>
+inline void prefetch_l2(const E* p, int64_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int64_t i = 0; i < n * static_cast<int64_t>(sizeof(E)); i += 64)
+    __builtin_prefetch(c + i, 0, 2);
+}
+
+// Rows per thread of a loop whose threads own their rows (Product::by_rows), for a step's
+// product (B, k) · (k, n): about 65,536 multiply-adds a step at least (as the panel product's
+// own split), so that a small layer runs on the calling thread alone
+inline int64_t row_grain(int64_t k, int64_t n) {
+  return std::max<int64_t>(1, 65536 / std::max<int64_t>(1, k * n));
+}
 
 inline void check_cpu(const at::Tensor& t, const char* name, at::ScalarType dtype) {
   TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");

@@ -33,6 +33,8 @@
 // are four times longer, gains nothing from it). With the AVX-512 tiles, left out, the forward
 // products ran 5-20% slower on one thread. Cutting K into L1-sized stretches (GotoBLAS's
 // blocking) measured slower: the panels' reads lose their long runs in order.
+// A time loop whose threads own the batch's rows (csrc/onlstm.cpp, Product::by_rows in common.h)
+// calls panel_rows instead: its rows of every panel on the calling thread, in tiles of even sizes.
 // Without AVX2 and FMA the same loops run in plain C++ (the backend is then measured slower and
 // not chosen). Results differ from torch.mm's in the rounding of the K-sum's order only.
 //
@@ -342,6 +344,74 @@ at::Tensor panel_pack(const at::Tensor& b) {
   return out;
 }
 
+void panel_check(const at::Tensor& packed, int64_t K, int64_t n, at::ScalarType dtype) {
+  // panels of another width come from a build for another instruction set (panel_columns());
+  // the tiles' aligned loads need each panel on a 64-byte boundary (as panel_pack allocates it);
+  // bfloat16 panels hold K/2 rows of pairs
+  const bool bf16 = dtype == at::kBFloat16;
+  const int64_t rows = bf16 ? (K + 1) / 2 : K, width = bf16 ? 2 * NR : NR;
+  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == rows && packed.size(2) == width &&
+                  packed.scalar_type() == dtype && packed.is_contiguous() &&
+                  (n + NR - 1) / NR == packed.size(0) &&
+                  reinterpret_cast<std::uintptr_t>(packed.data_ptr()) % 64 == 0,
+              "panel_mm: the packed operand does not match (M, ", num(K), ") and N = ", num(n),
+              " in panels of ", num(NR), " columns of the same dtype, contiguous and 64-byte "
+              "aligned");
+  TORCH_CHECK(!bf16 || panel_bf16(), "panel_mm: bfloat16 panels need avx512_bf16 (and an "
+              "AVX-512 build by GCC 10 or clang 11 at least)");
+}
+
+namespace {
+
+// Rows [r0, r1) of C (n columns, row stride n) = A (row stride lda) · the panels, on the calling
+// thread: for each panel in order, the rows in as few tiles of at most MR rows as will do, of
+// sizes that differ by one at most (32 rows: 4 tiles of 8, not 3 of 10 and one of 2, whose
+// panel reads would feed 2 rows' multiply-adds each), the last tile fetching the next panel.
+// Each element is the same sum in the same order as for_tasks' tiles make it: the same bits.
+template <typename E, typename Tile>
+void rows_here(int64_t r0, int64_t r1, int64_t P, int64_t size, int64_t n, const E* A,
+               int64_t lda, const E* B, E* C, const Tile& tile) {
+  const int64_t m = r1 - r0, tiles = (m + MR - 1) / MR;
+  for (int64_t p = 0; p < P; ++p) {
+    const E* next = p + 1 < P ? B + (p + 1) * size : nullptr;
+    for (int64_t q = 0, i = r0; q < tiles; ++q) {
+      const int64_t rows = m / tiles + (q < m % tiles ? 1 : 0);
+      tile(rows, A + i * lda, B + p * size, C + i * n + p * NR, std::min(NR, n - p * NR),
+           q == tiles - 1 ? next : nullptr);
+      i += rows;
+    }
+  }
+}
+
+}  // namespace
+
+void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const float* A, int64_t lda,
+                float* C, int64_t r0, int64_t r1) {
+  rows_here(r0, r1, packed.size(0), K * NR, n, A, lda, packed.data_ptr<float>(), C,
+            [&](int64_t m, const float* a, const float* panel, float* c, int64_t cols,
+                const float* next) {
+              remainder_tile<MR>(m, K, a, lda, panel, c, n, cols, next);
+            });
+}
+
+void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const at::BFloat16* A,
+                int64_t lda, at::BFloat16* C, int64_t r0, int64_t r1) {
+#ifdef TREELM_PANEL_BF16
+  rows_here(r0, r1, packed.size(0), ((K + 1) / 2) * 2 * NR, n,
+            reinterpret_cast<const uint16_t*>(A), lda,
+            reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()),
+            reinterpret_cast<uint16_t*>(C),
+            [&](int64_t m, const uint16_t* a, const uint16_t* panel, uint16_t* c, int64_t cols,
+                const uint16_t* next) {
+              remainder_tile_bf16<MR>(m, K, a, lda, panel, c, n, cols, next);
+            });
+#else
+  (void)packed, (void)K, (void)n, (void)A, (void)lda, (void)C, (void)r0, (void)r1;
+  TORCH_CHECK(false, "panel_mm: bfloat16 panels need an AVX-512 build (by GCC 10 or clang 11 "
+              "at least)");
+#endif
+}
+
 void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at::Tensor& out) {
   const bool bf16 = a_.scalar_type() == at::kBFloat16;
   TORCH_CHECK(a_.dim() == 2 && (a_.scalar_type() == at::kFloat || bf16),
@@ -349,23 +419,13 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   const int64_t M = a_.size(0), K = a_.size(1), P = packed.size(0);
   // rows with contiguous k (a size-1 dimension's stride means nothing, and contiguous() keeps it)
   const at::Tensor a = K > 1 && a_.stride(1) != 1 ? a_.contiguous() : a_;
-  // panels of another width come from a build for another instruction set (panel_columns());
-  // the tiles' aligned loads need each panel on a 64-byte boundary (as panel_pack allocates it);
-  // bfloat16 panels hold K/2 rows of pairs
   const int64_t rows = bf16 ? (K + 1) / 2 : K, width = bf16 ? 2 * NR : NR;
-  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == rows && packed.size(2) == width &&
-                  packed.scalar_type() == a_.scalar_type() && packed.is_contiguous() &&
-                  (n + NR - 1) / NR == P &&
-                  reinterpret_cast<std::uintptr_t>(packed.data_ptr()) % 64 == 0,
-              "panel_mm: the packed operand does not match (M, ", num(K), ") and N = ", num(n),
-              " in panels of ", num(NR), " columns of the same dtype, contiguous and 64-byte "
-              "aligned");
+  panel_check(packed, K, n, a_.scalar_type());
   TORCH_CHECK(out.size(0) == M && out.size(1) == n && out.is_contiguous() &&
                   out.scalar_type() == a_.scalar_type(), "panel_mm: out");
   const int64_t lda = M > 1 ? a.stride(0) : K;
   if (bf16) {
 #ifdef TREELM_PANEL_BF16
-    TORCH_CHECK(panel_bf16(), "panel_mm: bfloat16 panels need avx512_bf16");
     const uint16_t* A = reinterpret_cast<const uint16_t*>(a.data_ptr<at::BFloat16>());
     const uint16_t* B = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
     uint16_t* C = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
