@@ -24,7 +24,13 @@ FMA peak**: of ``threads`` cores at ``simd_peak``'s float32 rate for the vector 
 runs here (``benchmarks/simd_peak.py``, measured at the start of this script; 256-bit on the
 AVX2 path, the proxy's too), and in bf16 of its ``vdpbf16ps`` rate as well. An AMX CPU's bf16
 products run on its tiles, which no such loop measures: there the bf16 fraction can pass 1 and
-is no ceiling. Run it alone on the machine; the record
+is no ceiling.
+
+The step runs as ``treelm train`` runs it, its OpenMP threads waiting as the command line has
+them wait (:mod:`treelm.omp`: ``GOMP_SPINCOUNT`` set before torch loads, unless the environment
+sets it or ``OMP_WAIT_POLICY``), so that a training's own rate compares with this one (issue
+56: within 5%); ``GOMP_SPINCOUNT=300000`` before the command times it under libgomp's default
+instead. The record's ``machine.env`` says which. Run it alone on the machine; the record
 (``benchmarks/results/step_profile-DATE.json``) holds the machine and the command.
 """
 
@@ -39,6 +45,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from treelm import omp  # noqa: E402
+
+omp.configure()     # OpenMP's threads wait as under `treelm train`: set before torch loads libgomp
 import torch  # noqa: E402
 from common import endless, result_path, step_trainer, write_result  # noqa: E402
 from torch import nn  # noqa: E402

@@ -108,6 +108,13 @@ void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const float* A, 
 void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const at::BFloat16* A,
                 int64_t lda, at::BFloat16* C, int64_t r0, int64_t r1);
 
+// The largest panels (bytes) a loop's threads each read whole at every step when they own their
+// rows (Product::by_rows). On 2 Zen 5 cores (1 MB of L2 each) the tree config's (1.3 MB in
+// bfloat16, 2.7 MB in float32) ran a layer's loops 4-14% faster so; the paper size's (11 MB,
+// 22 MB) ran its float32 backward 43% slower, its bfloat16 loops 1-2% slower (old and new
+// alternating in one process)
+constexpr int64_t ROWS_PANEL_BYTES = int64_t(4) << 20;
+
 // The per-step product a -> a W' (W' = Uᵀ forward, U backward) as treelm.kernels.gemm prepared
 // it: kind 0 torch.mm against `w` (the (K, N) right operand, possibly a transposed view), kind 1
 // MKL's packed linear (`packed`, with `w` the (N, K) weight it was packed from), kind 2 oneDNN's
@@ -188,8 +195,11 @@ struct Product {
   // two per step (a join each, the other threads spinning meanwhile), and each thread's rows of
   // h_t, the product and the gates stay in its own core's caches (the panels, read-only, are
   // read by every thread). Each element's sum is the same tile's in the same order: the same
-  // bits as operator() and of().
-  bool by_rows() const { return kind == 3 && (!low.defined() || narrow()); }
+  // bits as operator() and of(). But then every thread reads all the panels at every step,
+  // where the per-step schedule splits them: only for panels of at most ROWS_PANEL_BYTES.
+  bool by_rows() const {
+    return kind == 3 && (!low.defined() || narrow()) && packed.nbytes() <= ROWS_PANEL_BYTES;
+  }
 
   // rows [r0, r1) of res (= lhs W', row stride N) from lhs's (row stride lda), on this thread
   template <typename E>

@@ -8,14 +8,15 @@
 // shape: torch.mm's mm_out into a preallocated buffer, the packed MKL / oneDNN linear ops, or
 // treelm's panels), then the gate math for every batch row in one pass over that row's gates.
 // Two schedules, the same numbers:
-// - with the panels (Product::by_rows), each thread owns a run of the batch's rows for the whole
+// - with panels of a few MB at most (Product::by_rows), each thread owns a run of the batch's rows for the whole
 //   sequence, one parallel region: its rows of the product, then its rows' gates, step after
 //   step, with no join between steps (a row's step needs that row's product alone), and the next
 //   step's rows of the whole-sequence buffers fetched into L2 during the product. At the tree
 //   config's size a layer's loops ran 4-14% faster so than with a region per product and per
 //   gate pass (batch 20 and 64, bf16 and float32, old and new alternating in one process);
-// - with a library product, the product splits its own work between threads, then the rows are
-//   split with at::parallel_for, two regions per step.
+// - otherwise (a library product, or larger panels, which every thread would read whole at
+//   every step) the product splits its own work between threads, then the rows are split with
+//   at::parallel_for, two regions per step.
 // The element-wise loops are plain loops over arrays with
 // branch-free bodies so that the compiler vectorises them; float32's exp is an inlined polynomial
 // for that reason (libm's exp is a call the vectoriser cannot look into), float64's is libm's.
