@@ -391,6 +391,25 @@ def panel_tiles_section(path: Path, rec: dict) -> list[str]:
     return out + [""]
 
 
+def loop_schedules_section(path: Path, rec: dict) -> list[str]:
+    """The C++ ON-LSTM loops with threads owning rows against a region per step."""
+    out = _cpu_head("The ON-LSTM loops' two schedules (`benchmarks/loop_schedules.py`)", path,
+                    rec)
+    out[-1] += (f". ms a loop on the panels, median of {rec['pairs']} alternating pairs of "
+                f"{rec['calls']} calls each, {rec['threads']} threads: a region per step's "
+                "product and gate pass → threads owning rows for the whole sequence; the ratio "
+                "(below 1: owning rows is faster) and the pairs it won. The loops own rows by "
+                "default where the panels are at most 4 MiB.")
+    out += ["", "| size | dtype | panels MiB | forward | backward |",
+            "| --- | --- | ---: | --- | --- |"]
+    for r in rec["results"]:
+        cells = [f"{r[k]['ms_steps']:.2f} → {r[k]['ms_rows']:.2f} (×{r[k]['rows_over_steps']}, "
+                 f"{r[k]['pairs_rows_faster']}/{rec['pairs']})" for k in ("forward", "backward")]
+        out.append(f"| {r['size']} | {r['dtype']} | {r['panel_mib']['forward']:.2f} | "
+                   + " | ".join(cells) + " |")
+    return out + [""]
+
+
 def step_profile_section(path: Path, rec: dict) -> list[str]:
     """Where a training step's time goes, per config: its phases and top operators per token."""
     res = rec["results"]
@@ -479,6 +498,8 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += loop_backends_section(*r)
     for r in every("panel_tiles", results):
         lines += panel_tiles_section(*r)
+    for r in every("loop_schedules", results):
+        lines += loop_schedules_section(*r)
     for r in every("step_profile", results):
         lines += step_profile_section(*r)
     for r in every("step_ab", results):

@@ -197,8 +197,14 @@ struct Product {
   // read by every thread). Each element's sum is the same tile's in the same order: the same
   // bits as operator() and of(). But then every thread reads all the panels at every step,
   // where the per-step schedule splits them: only for panels of at most ROWS_PANEL_BYTES.
-  bool by_rows() const {
-    return kind == 3 && (!low.defined() || narrow()) && packed.nbytes() <= ROWS_PANEL_BYTES;
+  bool by_rows() const { return rows_possible() && packed.nbytes() <= ROWS_PANEL_BYTES; }
+  bool rows_possible() const { return kind == 3 && (!low.defined() || narrow()); }
+
+  // a loop's `rows` argument: 0 the per-step schedule, 1 threads own rows where by_rows() (the
+  // default), 2 wherever the product allows it (benchmarks/loop_schedules.py, the tests)
+  bool use_rows(int64_t rows) const {
+    TORCH_CHECK(rows >= 0 && rows <= 2, "rows is 0, 1 or 2, not ", num(rows));
+    return rows == 2 ? rows_possible() : rows == 1 && by_rows();
   }
 
   // rows [r0, r1) of res (= lhs W', row stride N) from lhs's (row stride lda), on this thread

@@ -118,7 +118,7 @@ inline void forward_row(const Dims& d, const X* RESTRICT xp, const R* RESTRICT r
 template <typename T, typename X>
 std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
                                      const at::Tensor& c0, Product& prod, const Dims& d,
-                                     bool save, bool rows) {
+                                     bool save, int64_t rows) {
   const int64_t T_ = d.T, B = d.B, H = d.H, L = d.L, G = d.G;
   const int64_t n = save ? T_ : 1;
   auto opt = h0.options();
@@ -168,7 +168,7 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& xp, const at::Tensor& h0,
       if (narrow) round_bf16(out_p + (t * B + b) * H, hl_p + (next * B + b) * H, H);
     }
   };
-  if (rows && prod.by_rows()) {
+  if (prod.use_rows(rows)) {
     // each thread owns a run of rows for the whole sequence (Product::by_rows)
     at::parallel_for(0, B, row_grain(H, G), [&](int64_t b0, int64_t b1) {
       std::vector<T> e(2 * H);
@@ -314,7 +314,7 @@ std::vector<at::Tensor> backward_impl(const std::optional<at::Tensor>& dout_,
                                       const at::Tensor& gates, const at::Tensor& P,
                                       const at::Tensor& M, const at::Tensor& cs,
                                       const at::Tensor& tanh_c, Product& prod, const Dims& d,
-                                      bool rows) {
+                                      int64_t rows) {
   const int64_t T_ = d.T, B = d.B, H = d.H, L = d.L, G = d.G;
   auto opt = gates.options();
   // bfloat16 products: δz_t written rounded to bfloat16 only (the per-step product's left
@@ -355,7 +355,7 @@ std::vector<at::Tensor> backward_impl(const std::optional<at::Tensor>& dout_,
       if (narrow) round_bf16(dz, dGl_p + r * G, G);
     }
   };
-  if (rows && prod.by_rows()) {
+  if (prod.use_rows(rows)) {
     // each thread owns a run of rows for the whole sequence (Product::by_rows): δh_T in T
     // first, then the product's rows δh_{t-1} = δz_t U as they came
     const T* dh_last_p = dh.data_ptr<T>();
@@ -419,11 +419,12 @@ Dims dims(const at::Tensor& gates_like, int64_t T, int64_t B, int64_t H, int64_t
 // xp (T, B, G) input projections with both biases; h0, c0 (B, H); the recurrent product a -> a Uᵀ
 // as (kind, w, packed, batch). Returns out, c_T, df, di, M and, with save, gates, P, cs, tanh_c
 // and h_0 … h_T (T + 1, B, H) as the bfloat16 products read them (None for float products).
-// rows: threads own rows where the product allows (false: the per-step schedule, for tests).
+// rows: 1 threads own rows where the panels allow (Product::by_rows), 0 never, 2 wherever the
+// product is a panel one (common.h Product::use_rows).
 std::vector<at::Tensor> onlstm_forward(const at::Tensor& xp_, const at::Tensor& h0,
                                        const at::Tensor& c0, int64_t kind, at::Tensor w,
                                        std::optional<at::Tensor> packed, int64_t n_levels,
-                                       bool symmetric, bool save, bool rows) {
+                                       bool symmetric, bool save, int64_t rows) {
   TORCH_CHECK(xp_.dim() == 3 && h0.dim() == 2 && c0.dim() == 2, "expected xp (T, B, G), "
               "h0 and c0 (B, H)");
   const at::Tensor xp = xp_.contiguous();
@@ -460,7 +461,7 @@ std::vector<at::Tensor> onlstm_backward(std::optional<at::Tensor> dout,
                                         const at::Tensor& cs, const at::Tensor& tanh_c,
                                         int64_t kind, at::Tensor w,
                                         std::optional<at::Tensor> packed, bool symmetric,
-                                        bool rows) {
+                                        int64_t rows) {
   const auto dtype = gates.scalar_type();
   for (const auto* t : {&gates, &P, &M, &cs, &tanh_c}) {
     check_cpu(*t, "a saved buffer", dtype);
@@ -504,12 +505,12 @@ void bind_onlstm(pybind11::module_& m) {
   m.def("forward", &onlstm_forward, "ON-LSTM forward recurrence",
         py::arg("xp"), py::arg("h0"), py::arg("c0"), py::arg("kind"), py::arg("w"),
         py::arg("packed"), py::arg("n_levels"), py::arg("symmetric"), py::arg("save"),
-        py::arg("rows") = true, py::call_guard<py::gil_scoped_release>());
+        py::arg("rows") = 1, py::call_guard<py::gil_scoped_release>());
   m.def("backward", &onlstm_backward, "ON-LSTM BPTT loop", py::arg("dout"),
         py::arg("dh_last"), py::arg("dc_last"), py::arg("ddf"), py::arg("ddi"),
         py::arg("gates"), py::arg("P"), py::arg("M"), py::arg("cs"), py::arg("tanh_c"),
         py::arg("kind"), py::arg("w"), py::arg("packed"), py::arg("symmetric"),
-        py::arg("rows") = true, py::call_guard<py::gil_scoped_release>());
+        py::arg("rows") = 1, py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace treelm
