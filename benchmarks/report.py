@@ -502,6 +502,14 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += loop_schedules_section(*r)
     for r in every("step_profile", results):
         lines += step_profile_section(*r)
+    for path, rec in every("validation_floor", results):
+        lines += simple_section(
+            f"A validation's floor (`benchmarks/validation_floor.py`), {_machine_short(rec)}, "
+            f"{rec['precision']}, `{path.name}`", path, rec,
+            ["train_time_record", "valid_tokens", "dev_tree_words", "gmac", "peak_gmacs_per_s",
+             "floor_seconds_per_validation", "validations", "run_seconds", "floor_share_of_run",
+             "measured_seconds_per_validation", "measured_share_of_run",
+             "measured_fraction_of_peak"])
     for r in every("step_ab", results):
         lines += step_ab_section(*r)
     for r in every("output_layer", results):

@@ -109,10 +109,10 @@ void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const at::BFloat
                 int64_t lda, at::BFloat16* C, int64_t r0, int64_t r1);
 
 // The largest panels (bytes) a loop's threads each read whole at every step when they own their
-// rows (Product::by_rows). On 2 Zen 5 cores (1 MB of L2 each) the tree config's (1.3 MB in
-// bfloat16, 2.7 MB in float32) ran a layer's loops 4-14% faster so; the paper size's (11 MB,
-// 22 MB) ran its float32 backward 43% slower, its bfloat16 loops 1-2% slower (old and new
-// alternating in one process)
+// rows (Product::by_rows). On 2 Zen 5 cores (1 MB of L2 each; benchmarks/loop_schedules.py,
+// loop_schedules-zen5-20261129.json) the tree config's (1.3 MiB in bfloat16, 2.6 in float32)
+// ran a layer's loops 1-10% faster so, at batch 20 and 64; the paper size's float32 ones (21 MiB)
+// 14% (forward) and 76% (backward) slower, its bfloat16 ones (11 MiB) within 1%
 constexpr int64_t ROWS_PANEL_BYTES = int64_t(4) << 20;
 
 // The per-step product a -> a W' (W' = Uᵀ forward, U backward) as treelm.kernels.gemm prepared

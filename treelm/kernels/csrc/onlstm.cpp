@@ -12,8 +12,8 @@
 //   sequence, one parallel region: its rows of the product, then its rows' gates, step after
 //   step, with no join between steps (a row's step needs that row's product alone), and the next
 //   step's rows of the whole-sequence buffers fetched into L2 during the product. At the tree
-//   config's size a layer's loops ran 4-14% faster so than with a region per product and per
-//   gate pass (batch 20 and 64, bf16 and float32, old and new alternating in one process);
+//   config's size a layer's loops ran 1-10% faster so than with a region per product and per
+//   gate pass (batch 20 and 64, bf16 and float32: benchmarks/loop_schedules.py);
 // - otherwise (a library product, or larger panels, which every thread would read whole at
 //   every step) the product splits its own work between threads, then the rows are split with
 //   at::parallel_for, two regions per step.
