@@ -3,29 +3,20 @@ timed at one size, every figure in the record."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from treelm.kernels import build
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def test_one_pair_at_the_tree_size(tmp_path: Path) -> None:
+def test_one_pair_at_the_tree_size(tmp_path: Path, benchmark) -> None:
     if not build.enabled() or build.load() is None:
         pytest.skip("no C++ loops here")
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("loop_schedules",
-                                                  ROOT / "benchmarks" / "loop_schedules.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     out = tmp_path / "ls.json"
-    rec = mod.main(["--pairs", "2", "--calls", "1", "--sizes", "tree, batch 20", "--out",
-                    str(out)])
+    rec = benchmark("loop_schedules").main(["--pairs", "2", "--calls", "1", "--sizes",
+                                            "tree, batch 20", "--out", str(out)])
     assert json.loads(out.read_text())["results"] == rec["results"]
     assert {r["dtype"] for r in rec["results"]} <= {"float32", "bfloat16"}
     for r in rec["results"]:
