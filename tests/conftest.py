@@ -25,7 +25,7 @@ def treelm_cmd() -> list[str]:
     return [sys.executable, "-m", "treelm.cli"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def benchmark():
     """``benchmark(name)``: the script ``benchmarks/<name>.py`` as a module (its folder on the
     path, as when it runs, for its ``common`` and sibling imports)."""
