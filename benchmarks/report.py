@@ -410,6 +410,21 @@ def loop_schedules_section(path: Path, rec: dict) -> list[str]:
     return out + [""]
 
 
+def run_vs_step_section(path: Path, rec: dict) -> list[str]:
+    """A short training's own steps rate against step_profile's, alternating."""
+    out = _cpu_head("A training's steps against the step alone (`benchmarks/run_vs_step.py`)",
+                    path, rec)
+    out[-1] += (f". `{rec['config']}` for {rec['units']:,} tokens (its steps' own account, the "
+                "first steps included) and `step_profile.py` (after 300 warm-up steps), "
+                f"alternating; median run / step **{rec['median_run_over_step']}**.")
+    out += ["", "| pair | order | run tokens/s | step tokens/s | run / step |",
+            "| ---: | --- | ---: | ---: | ---: |"]
+    for i, p in enumerate(rec["pairs"], 1):
+        out.append(f"| {i} | {', '.join(p['order'])} | {p['run']['tokens_per_s']:,.0f} | "
+                   f"{p['step']['tokens_per_s']:,.0f} | {p['run_over_step']} |")
+    return out + [""]
+
+
 def step_profile_section(path: Path, rec: dict) -> list[str]:
     """Where a training step's time goes, per config: its phases and top operators per token."""
     res = rec["results"]
@@ -502,6 +517,8 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += loop_schedules_section(*r)
     for r in every("step_profile", results):
         lines += step_profile_section(*r)
+    for path, rec in every("run_vs_step", results):
+        lines += run_vs_step_section(path, rec)
     for path, rec in every("validation_floor", results):
         lines += simple_section(
             f"A validation's floor (`benchmarks/validation_floor.py`), {_machine_short(rec)}, "
