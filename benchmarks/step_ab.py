@@ -13,6 +13,10 @@ steps: tokens/s, and the minor page faults a step (fresh memory the kernel zeroe
 Rounds alternate the order (old, new; new, old; ...), so a machine that drifts slows both alike;
 the verdict is the median of the rounds' ratios new / old.
 
+Each run's OpenMP threads wait as ``treelm train`` has them wait (``GOMP_SPINCOUNT``,
+:mod:`treelm.omp`, unless the environment sets it): a change to how threads meet (joins, regions)
+is judged as the command line runs it; the record's ``machine.env`` says which.
+
 Why a script: on a shared 2-core VM one run's rate wanders by ±10% over minutes, more than most
 single changes gain, so a change is kept only on interleaved rounds (issue 56 asks for 9). Run it
 alone: it is a timing.
@@ -34,6 +38,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from treelm import omp  # noqa: E402
+
+omp.configure()     # set before torch loads libgomp here, and inherited by each run's process
 from common import endless, step_trainer, write_result  # noqa: E402
 
 
