@@ -38,8 +38,11 @@ def test_a_tiny_run_is_recorded_whole(tmp_path, monkeypatch):
     phases = saved["seconds_by_phase"]
     assert sum(phases.values()) == pytest.approx(saved["seconds"], abs=0.1)
     assert saved["step_tokens_per_s"] > saved["tokens_per_s"] > 0
-    # (the record's seconds are rounded to 0.1 s: a tiny run's share to about 1%)
-    assert saved["whole_over_steps"] == pytest.approx(phases["steps"] / saved["seconds"], rel=2e-2)
+    # the record's seconds are rounded to 0.1 s and the steps' to 0.01 s, so a tiny run's share
+    # is known from them only to 0.05·steps/seconds² + 0.005/seconds (a 1.2 s run: about 8%;
+    # a fixed 2% failed there now and then)
+    tol = 0.05 * phases["steps"] / saved["seconds"] ** 2 + 0.005 / saved["seconds"] + 1e-4
+    assert saved["whole_over_steps"] == pytest.approx(phases["steps"] / saved["seconds"], abs=tol)
 
 
 def test_isa_from_python_needs_the_variables_set_first(tmp_path, monkeypatch):
