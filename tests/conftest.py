@@ -1,8 +1,6 @@
-import importlib.util
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
@@ -23,21 +21,6 @@ def root() -> Path:
 @pytest.fixture
 def treelm_cmd() -> list[str]:
     return [sys.executable, "-m", "treelm.cli"]
-
-
-@pytest.fixture(scope="session")
-def benchmark():
-    """``benchmark(name)``: the script ``benchmarks/<name>.py`` as a module (its folder on the
-    path, as when it runs, for its ``common`` and sibling imports)."""
-    def load(name: str) -> ModuleType:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-
-    return load
 
 
 def _train(tmp_path_factory, name: str, config: str, *overrides: str) -> Path:

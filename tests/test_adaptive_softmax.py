@@ -7,10 +7,8 @@ with it. bf16 autocast is held to fp32 in tests/test_precision.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from benchmark_scripts import load_benchmark
 
 from treelm.cli import main
 from treelm.data.corpus import encode_stream, load_corpus, read_lines
@@ -383,12 +382,7 @@ def test_tiny_lm_trains_resumes_and_evaluates(tmp_path, root, capsys):
 # ---------------------------------------------------------------------- benchmarks/output_layer.py
 
 def _benchmark():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("output_layer",
-                                                  ROOT / "benchmarks" / "output_layer.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("output_layer")
 
 
 def test_benchmark_runs_quick_on_tiny_configs(tmp_path, monkeypatch):

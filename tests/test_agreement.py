@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -14,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from benchmark_scripts import load_benchmark
 
 from treelm.cli import main
 from treelm.decode.score import sentence_logprobs
@@ -287,10 +287,7 @@ def test_cli_refuses_a_run_of_another_task(tiny_run, tmp_path, capsys):
 
 
 def test_benchmark_writes_a_record(tiny_run, tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("agreement_bench",
-                                                  ROOT / "benchmarks" / "agreement.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("agreement")
     out = tmp_path / "agreement.json"
     record = bench.main(["--runs", str(tiny_run), "--names", "tiny", "--max-per-construction",
                          "2", "--out", str(out)])

@@ -4,24 +4,20 @@ made here, never committed) gets its own table after the CPU ones."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def report() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks/report.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("report")
 
 
 def _gpu_record() -> dict:

@@ -3,20 +3,16 @@ also the median over rounds of one round's ratio, computed from the runs the rec
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
+
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_interleaved_rounds_and_paired_ratios(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("cells_interleave", ROOT / "benchmarks/cells.py")
-    assert spec is not None and spec.loader is not None
-    cells = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cells)
+    cells = load_benchmark("cells")
     rec = cells.main(["--sizes", "cpu", "--models", "nn.LSTM", "onlstm.fused", "--repeats", "3",
                       "--warmup", "0", "--threads", "1", "--interleave", "--json",
                       "--out", str(tmp_path / "cells.json")])

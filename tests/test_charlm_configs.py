@@ -1,10 +1,9 @@
 """The equal-size character-level configs: valid, about 1M or 5M parameters each, within ±5%."""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
+from benchmark_scripts import load_benchmark
 
 from treelm.cells.lstm import LSTM
 from treelm.config import load_config
@@ -14,12 +13,7 @@ from treelm.train.builders import read_config
 
 @pytest.fixture(scope="module")
 def counter():
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("count_params",
-                                                  root / "benchmarks/count_params.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("count_params")
 
 
 CELLS = ["lstm", "gru", "elman", "onlstm", "mrnn", "tensor"]

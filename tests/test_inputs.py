@@ -6,13 +6,13 @@ same data as a split (and, for translation at beam 5 and with a length penalty, 
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 from pathlib import Path
 
 import pytest
 import sentencepiece as spm
+from benchmark_scripts import load_benchmark
 
 from treelm.cli import main
 from treelm.errors import TreelmError
@@ -234,11 +234,7 @@ def test_eval_data_logic_file_and_directory(logic_run, tmp_path, capsys):
 
 
 def _decode_speed():
-    spec = importlib.util.spec_from_file_location("decode_speed",
-                                                  ROOT / "benchmarks/decode_speed.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("decode_speed")
 
 
 def test_eval_data_translation_equals_the_split_and_the_benchmark(bpe_translation_run, tmp_path,

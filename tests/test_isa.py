@@ -6,7 +6,6 @@ benchmark runs with the C++ loops switched off."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from benchmark_scripts import load_benchmark
 
 from treelm.kernels import build
 
@@ -93,11 +93,7 @@ def test_aten_cpu_capability_alone_gives_the_avx2_loops() -> None:
 
 @pytest.fixture(scope="module")
 def cells() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cells_bench", ROOT / "benchmarks/cells.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("cells")
 
 
 def test_cells_isa_from_python_needs_the_environment_first(

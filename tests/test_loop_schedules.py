@@ -7,16 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 from treelm.kernels import build
 
 
-def test_one_pair_at_the_tree_size(tmp_path: Path, benchmark) -> None:
+def test_one_pair_at_the_tree_size(tmp_path: Path) -> None:
     if not build.enabled() or build.load() is None:
         pytest.skip("no C++ loops here")
     out = tmp_path / "ls.json"
-    rec = benchmark("loop_schedules").main(["--pairs", "2", "--calls", "1", "--sizes",
-                                            "tree, batch 20", "--out", str(out)])
+    rec = load_benchmark("loop_schedules").main(["--pairs", "2", "--calls", "1", "--sizes",
+                                                 "tree, batch 20", "--out", str(out)])
     assert json.loads(out.read_text())["results"] == rec["results"]
     assert {r["dtype"] for r in rec["results"]} <= {"float32", "bfloat16"}
     for r in rec["results"]:

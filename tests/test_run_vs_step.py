@@ -7,14 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 
 def test_one_pair_on_the_tiny_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                     root: Path, benchmark) -> None:
+                                     root: Path) -> None:
     monkeypatch.chdir(root)
     out = tmp_path / "rvs.json"
-    rec = benchmark("run_vs_step").main(["--config", "configs/tiny-lm.yaml", "--pairs", "1",
-                                         "--units", "400", "--out", str(out), "train.threads=1"])
+    rec = load_benchmark("run_vs_step").main(["--config", "configs/tiny-lm.yaml", "--pairs",
+                                              "1", "--units", "400", "--out", str(out),
+                                              "train.threads=1"])
     assert json.loads(out.read_text())["pairs"] == rec["pairs"]
     (pair,) = rec["pairs"]
     assert pair["order"] == ["run", "step"]

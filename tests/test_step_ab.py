@@ -4,21 +4,18 @@ never run here)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("step_ab", ROOT / "benchmarks/step_ab.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("step_ab")
 
 
 def test_rounds_alternate_and_the_median_ratio_decides(tmp_path, monkeypatch) -> None:

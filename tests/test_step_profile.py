@@ -4,23 +4,17 @@ operators are the profiler's, per token."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("step_profile",
-                                                  ROOT / "benchmarks" / "step_profile.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("step_profile")
 
 
 def test_phases_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,9 +71,7 @@ def test_report_renders_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     rec = _load().main(["--configs", "configs/tiny-lm.yaml", "--steps", "2", "--warmup", "0",
                         "--top", "3", "--out", str(out), "--peak-seconds", "0.01",
                         "train.threads=1"])
-    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    report = load_benchmark("report")
     text = "\n".join(report.step_profile_section(out, json.loads(out.read_text())))
     (r,) = rec["results"]
     assert f"| `configs/tiny-lm.yaml` | 4 × 12 | {r['optimizer']} |" in text

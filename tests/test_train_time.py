@@ -4,21 +4,15 @@ environment; ``--isa`` cannot take effect once Python has imported torch, and sa
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
+from benchmark_scripts import load_benchmark
 from conftest import ROOT
 
 
 def _script():
-    path = ROOT / "benchmarks" / "train_time.py"
-    spec = importlib.util.spec_from_file_location("train_time", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("train_time")
 
 
 def test_a_tiny_run_is_recorded_whole(tmp_path, monkeypatch):

@@ -7,21 +7,21 @@ import json
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_floor_of_the_tiny_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                  benchmark) -> None:
+def test_floor_of_the_tiny_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     run = {"machine": {"torch_threads": 2, "cpu": "Example"}, "precision": "fp32",
            "validations": 4, "seconds": 100.0,
            "seconds_by_phase": {"steps": 80.0, "validation": 20.0}}
     (tmp_path / "tt.json").write_text(json.dumps(run))
     out = tmp_path / "vf.json"
-    rec = benchmark("validation_floor").main(["--record", str(tmp_path / "tt.json"),
-                                              "--config", "configs/tiny-lm.yaml", "--out",
-                                              str(out), "--peak-seconds", "0.01"])
+    floor = load_benchmark("validation_floor")
+    rec = floor.main(["--record", str(tmp_path / "tt.json"), "--config", "configs/tiny-lm.yaml",
+                      "--out", str(out), "--peak-seconds", "0.01"])
     assert json.loads(out.read_text())["floor_share_of_run"] == rec["floor_share_of_run"]
     # the stack by hand: 16 -> 20 -> 16, chunk 4: G (I + H) per layer, G = 4H + 2H/4
     assert rec["stack_mmac_per_token"] == pytest.approx((90 * 36 + 72 * 36) / 1e6, abs=1e-4)
@@ -36,7 +36,7 @@ def test_floor_of_the_tiny_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert rec["measured_share_of_run"] == 0.2
 
 
-def test_refuses_a_record_without_validations(tmp_path: Path, benchmark) -> None:
+def test_refuses_a_record_without_validations(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text(json.dumps({"minutes": 1.0}))
     with pytest.raises(SystemExit):
-        benchmark("validation_floor").main(["--record", str(tmp_path / "x.json")])
+        load_benchmark("validation_floor").main(["--record", str(tmp_path / "x.json")])
