@@ -30,25 +30,19 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import result_path, write_result  # noqa: E402
+from train_time import summary  # noqa: E402
 
 
 def run_rate(config: str, units: int, overrides: list[str], folder: Path) -> dict[str, Any]:
-    """A short training's steps rate, from its ``done`` event."""
+    """A short training's steps rate, from its ``done`` event (``train_time.summary``)."""
     out = folder / "run"
     cmd = [sys.executable, "-m", "treelm.cli", "train", "--config", config, "--out", str(out),
            "--force", "--quiet", f"train.max_units={units}",
            f"train.eval_every_units={2 * units}", *overrides]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    done = None
-    for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
-        event = json.loads(line)
-        if event.get("event") == "done":
-            done = event
-    if done is None:
-        raise SystemExit(f"run_vs_step: {out} has no done event")
-    phases = done["seconds_by_phase"]
-    return {"tokens_per_s": round(done["tokens"] / phases["steps"], 1),
-            "tokens": done["tokens"], "seconds_by_phase": phases}
+    done = summary(out)
+    return {"tokens_per_s": done["step_tokens_per_s"], "tokens": done["tokens"],
+            "seconds_by_phase": done["seconds_by_phase"]}
 
 
 def step_rate(config: str, overrides: list[str], folder: Path) -> dict[str, Any]:

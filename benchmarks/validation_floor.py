@@ -39,6 +39,7 @@ from step_profile import onlstm_macs, peaks  # noqa: E402
 
 def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     """A validation's multiply-adds, part by part (module docstring)."""
+    from treelm.errors import TreelmError
     from treelm.nn.output import OutputLayer
     from treelm.syntax.report import load_golds
 
@@ -57,7 +58,7 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     if parse.get("treebank"):
         try:
             words = sum(len(g.words) for g in load_golds(parse["treebank"]))
-        except Exception as e:      # a missing sample: the perplexity alone, said so
+        except TreelmError as e:    # a missing sample: the perplexity alone, said so
             why = f"{parse['treebank']}: {e}"
     return {"valid_tokens": tokens, "dev_tree_words": words, "dev_trees_missing": why,
             "stack_mmac_per_token": round(stack / 1e6, 4),
