@@ -30,9 +30,14 @@ def test_gradcheck_float64(block):
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_float32_equals_cross_entropy_of_linear(bias):
-    h, w, b, y = _inputs(100, 16, 50, bias=bias)
-    ours = linear_cross_entropy(h, w, b, y, block=32)
+@pytest.mark.parametrize(("n", "d", "v", "block"), [
+    (100, 16, 50, 32),          # blocks, the last one short
+    (100, 16, 50, 4096),        # one block: G is the product's own result
+    (256, 256, 300, 4096),      # one block on the measured backend (≥ 2²⁴ multiply-adds)
+])
+def test_float32_equals_cross_entropy_of_linear(bias, n, d, v, block):
+    h, w, b, y = _inputs(n, d, v, bias=bias)
+    ours = linear_cross_entropy(h, w, b, y, block=block)
     ours.backward()
     mine = [t.grad.clone() for t in (h, w, b) if t is not None]
     for t in (h, w, b):
