@@ -32,7 +32,7 @@ def test_gradcheck_float64(block):
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize(("n", "d", "v", "block"), [
     (100, 16, 50, 32),          # blocks, the last one short
-    (100, 16, 50, 4096),        # one block: G is the product's own result
+    (100, 16, 50, 4096),        # one block
     (256, 256, 300, 4096),      # one block on the measured backend (≥ 2²⁴ multiply-adds)
 ])
 def test_float32_equals_cross_entropy_of_linear(bias, n, d, v, block):

@@ -96,20 +96,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
         acc = torch.float64 if dtype == torch.float64 else torch.float32   # logits and loss
         n, v = h.size(0), weight.size(0)
         target = target.to(torch.int64).contiguous()
-        # one block: G is the product's own result. Written into a buffer given as out=, a
-        # packed backend's fresh result (oneDNN's float32 linear) would be copied there, a pass
-        # over N·V floats (11 MB a step for the tree config's head)
-        one = 0 < n <= block
-        grad_z = None if one else torch.empty(n, v, dtype=dtype, device=h.device)
+        grad_z = torch.empty(n, v, dtype=dtype, device=h.device)
         grad_b = torch.zeros(v, dtype=acc, device=h.device) if bias is not None else None
         total = torch.zeros((), dtype=torch.float64, device=h.device)
         b = None if bias is None else bias.to(acc).contiguous()     # once, not per block
         for lo in range(0, n, block):
             hi = min(lo + block, n)
-            if grad_z is None:
-                z = grad_z = _mm(hc, wc.t())                        # G, overwritten below
-            else:
-                z = _mm(hc[lo:hi], wc.t(), out=grad_z[lo:hi])   # G's rows, overwritten
+            z = _mm(hc[lo:hi], wc.t(), out=grad_z[lo:hi])       # G's rows, overwritten
             loss = softmax_ce_rows(z, b, target[lo:hi], grad_b)
             total += _rows_torch(z, b, target[lo:hi], grad_b, acc) if loss is None else loss
         ctx.save_for_backward(hc, wc, grad_z, grad_b)
