@@ -410,6 +410,42 @@ def loop_schedules_section(path: Path, rec: dict) -> list[str]:
     return out + [""]
 
 
+def product_cache_section(path: Path, rec: dict) -> list[str]:
+    """The step's large products alone, hot and cold, against their rate inside the step."""
+    out = _cpu_head("The step's products hot, cold and in the step (`benchmarks/product_cache.py`)",
+                    path, rec)
+    out[-1] += (f". Fraction of the peak of {rec['machine'].get('torch_threads', '?')} cores "
+                f"(bf16: `vdpbf16ps`, fp32: `vfmadd`), T·B = {rec['rows']} rows, median of "
+                f"{rec['repeats']} calls; cold: after reading (clean) or writing (dirty) "
+                f"{rec['flush_bytes'] / 2**20:.0f} MiB; in the step: {rec['steps']} profiled "
+                f"training steps of `{rec['config']}` after {rec['warmup']}, every shape.")
+    out += ["", "| precision | product | m×k×n | backend | hot | cold, clean | cold, dirty | "
+            "in the step |", "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for prec, rows in rec["results"].items():
+        for r in rows:
+            cells = [f"{100 * r[k]['fraction_of_peak']:.0f}%" if k in r else ""
+                     for k in ("hot", "cold, clean", "cold, dirty", "in the step")]
+            out.append(f"| {prec} | {r['product']} | {r['m']}×{r['k']}×{r['n']} | "
+                       f"{r.get('backend', '?')} | " + " | ".join(cells) + " |")
+    if rec.get("step_split"):
+        out += ["", "The profiled step's time per token in three parts: µs, share of the step, "
+                "fraction of the peak they ran at, and µs above their time at the peak.", "",
+                "| precision | part | µs a token | share | MMAC a token | of the peak | "
+                "µs above the peak |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for prec, parts in rec["step_split"].items():
+            for part, r in parts.items():
+                frac = f"{100 * r['fraction_of_peak']:.0f}%" if "fraction_of_peak" in r else ""
+                out.append(f"| {prec} | {part} | {r['us_per_token']:.2f} | "
+                           f"{100 * r['share']:.0f}% | {r.get('mmac_per_token', '')} | {frac} | "
+                           f"{r['above_peak_us_per_token']:.2f} |")
+        for prec, parts in rec["step_split"].items():
+            top = parts["everything else"].get("top_ops_us_per_token", {})
+            if top:
+                out += ["", f"{prec}, everything else, the costliest operators (µs a token): "
+                        + ", ".join(f"`{k}` {v}" for k, v in top.items()) + "."]
+    return out + [""]
+
+
 def run_vs_step_section(path: Path, rec: dict) -> list[str]:
     """A short training's own steps rate against step_profile's, alternating."""
     out = _cpu_head("A training's steps against the step alone (`benchmarks/run_vs_step.py`)",
@@ -517,6 +553,8 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += loop_schedules_section(*r)
     for r in every("step_profile", results):
         lines += step_profile_section(*r)
+    for r in every("product_cache", results):
+        lines += product_cache_section(*r)
     for path, rec in every("run_vs_step", results):
         lines += run_vs_step_section(path, rec)
     for path, rec in every("validation_floor", results):
