@@ -28,10 +28,13 @@ runs them): every operand shape it made, every BPTT length's rows counted as the
 A product's time there is its operator's self time, which leaves out the copies the operator
 makes of its operands (they count as ``aten::copy_``); alone they count: oneDNN's float32
 linear copies a transposed left operand first, so the head's δE runs at about 58% alone and
-86% in the step, its copy under everything else. And the step's time per token in three parts, each against its time at the peak: the library
+86% in the step, its copy under everything else.
+
+And the step's time per token in three parts, each against its time at the peak: the library
 products (all of them, the small ones too), the C++ loops (their per-step recurrent products,
 h Uᵀ and δz U, with the gate math around them) and everything else (element-wise work, copies,
 the optimiser, the autograd engine): where the step's distance from the peak lies.
+
 Every product alone is timed before any step runs, so that the training's state (its heap,
 the libraries' caches) cannot slow them (once, after 340 steps in the same process, the input
 projection alone ran 17% slower and the other products as fast). Run it alone: this VM's speed
