@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from treelm import omp
+from treelm import heap, omp
 from treelm.kernels import precision
 from treelm.rundir.checkpoint import (
     model_signature,
@@ -71,6 +71,7 @@ class Trainer(Persistence, Validation):
         self.board: Board | None = None         # TensorBoard's view of the metrics log
         self.tc, self.config = read_config(cfg, new=not resume)  # all checked, nothing made
         self.cfg, self.files = self.config.raw, files
+        heap.keep()     # freed memory stays for the next step: no fresh pages each step
         if self.tc.threads:
             torch.set_num_threads(self.tc.threads)
         torch.set_flush_denormal(self.tc.flush_denormal)
