@@ -5,10 +5,10 @@ buffers, gradients, a few hundred MB at the tree config's size. glibc's ``malloc
 large free block back to the kernel (``munmap`` above its mmap threshold, a trim of the heap's
 top above its trim threshold), so the next step's allocation of it is new memory, which the
 kernel hands over one zeroed 4 KiB page at a time, each on a page fault. On the Zen 5 VM the
-steps of one code ran with 80 to 5,000 such faults a step from one process to the next (the
-``page_faults_per_step`` of the ``step_ab`` records), and the rounds whose process faulted
-more tended to run slower: a process's luck with its heap was part of what looked like the
-machine's noise.
+processes of one code faulted 714 to 5,129 pages a step, from one process to the next (the
+``page_faults_per_step`` of ``step_ab-zen5-bf16-rows-20261129.json``), and the rounds whose
+process faulted more tended to run slower: a process's luck with its heap was part of what
+looked like the machine's noise.
 
 :func:`keep` sets glibc's mmap threshold to 1 GiB and its trim threshold to 2 GiB (``mallopt``),
 so that freed blocks stay in the heap and the steps after the first reuse them: the process's
