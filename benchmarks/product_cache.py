@@ -61,7 +61,7 @@ omp.configure()     # OpenMP's threads wait as under `treelm train`: set before 
 import torch  # noqa: E402
 from common import endless, step_trainer, write_result  # noqa: E402
 from step_profile import PRODUCTS as OPS  # noqa: E402
-from step_profile import peaks  # noqa: E402
+from step_profile import peaks, profiled  # noqa: E402
 
 ROWS, H, G, HEAD = 1400, 400, 1680, 2001    # the tree config's batch rows, sizes and head
 #: the products: name -> (M, K, N) of the step's ``a @ b`` (rows R = T·B)
@@ -175,13 +175,7 @@ def profile_step(precision: str, steps: int, warmup: int, config: str
         it = endless(tr)
         for _ in range(warmup):
             tr.step(next(it), tr.tc.lr)
-        tokens = 0
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                    record_shapes=True) as prof:
-            for _ in range(steps):
-                batch = next(it)
-                tr.step(batch, tr.tc.lr)
-                tokens += batch.size
+        prof, tokens = profiled(tr, it, steps)
         prods = [{"op": e.key, "shapes": [list(x) for x in e.input_shapes if x],
                   "calls": e.count, "us": e.self_cpu_time_total, "tokens": tokens}
                  for e in prof.key_averages(group_by_input_shape=True) if e.key in OPS]

@@ -106,13 +106,7 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
             timed_step(tr, batch, tr.tc.lr, acc)
             tokens += batch.size
         total = sum(acc.values())
-        ptoks = 0
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                    record_shapes=True) as prof:
-            for _ in range(steps):
-                batch = next(it)
-                tr.step(batch, tr.tc.lr)
-                ptoks += batch.size
+        prof, ptoks = profiled(tr, it, steps)
         ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
         prof_total = sum(e.self_cpu_time_total for e in ops)
         result = {
@@ -133,6 +127,19 @@ def profile(config: str, steps: int, warmup: int, top: int, overrides: list[str]
         if peak is not None:
             fractions(result, step_macs(cfg, tr), peak)
         return result
+
+
+def profiled(tr: Trainer, it: Any, steps: int) -> tuple[Any, int]:
+    """``steps`` training steps under ``torch.profiler``, operand shapes recorded: the profile
+    and the tokens the steps covered."""
+    tokens = 0
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                record_shapes=True) as prof:
+        for _ in range(steps):
+            batch = next(it)
+            tr.step(batch, tr.tc.lr)
+            tokens += batch.size
+    return prof, tokens
 
 
 def onlstm_macs(sizes: list[int], chunk_size: int) -> float:
