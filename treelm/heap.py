@@ -26,7 +26,8 @@ import os
 
 #: Set to ``release`` to keep glibc's own thresholds.
 ENV_VAR = "TREELM_HEAP"
-MMAP_THRESHOLD = 1 << 30        # blocks below this come from the heap, not from mmap
+MMAP_THRESHOLD = 1 << 30        # blocks below this come from the heap, not from mmap ...
+MMAP_THRESHOLD_MAX = 32 << 20   # ... or below glibc's own ceiling, where a glibc refuses more
 TRIM_THRESHOLD = (1 << 31) - 1  # free memory at the heap's top kept up to this (mallopt: int)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3   # glibc's <malloc.h>
 _done: bool | None = None
@@ -58,5 +59,6 @@ def _set() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    return bool((mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+                 or mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX))
                 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
