@@ -10,7 +10,8 @@ processes of one code faulted 714 to 5,129 pages a step, from one process to the
 process faulted more tended to run slower: a process's luck with its heap was part of what
 looked like the machine's noise.
 
-:func:`keep` sets glibc's mmap threshold to 1 GiB and its trim threshold to 2 GiB (``mallopt``),
+:func:`keep` sets glibc's mmap threshold to 1 GiB (32 MiB where a glibc allows no more) and its
+trim threshold to 2 GiB (``mallopt``),
 so that freed blocks stay in the heap and the steps after the first reuse them: the process's
 resident memory stays at its peak, which a training reaches at every step anyway. It changes no
 number a training computes. :class:`~treelm.train.trainer.Trainer` calls it; elsewhere (a C
