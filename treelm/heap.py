@@ -1,7 +1,7 @@
 """Keep a training's freed memory in the process, so that its next step reuses it.
 
 A training step allocates and frees the same tensors step after step: activations, saved
-buffers, gradients, a few hundred MB at the tree config's size. glibc's ``malloc`` gives a
+buffers, gradients. glibc's ``malloc`` gives a
 large free block back to the kernel (``munmap`` above its mmap threshold, a trim of the heap's
 top above its trim threshold), so the next step's allocation of it is new memory, which the
 kernel hands over one zeroed 4 KiB page at a time, each on a page fault. On the Zen 5 VM the
