@@ -3,6 +3,7 @@ F.embedding's own backward, to the last bit."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -66,3 +67,54 @@ def test_dropped_embedding_uses_it_and_no_grad_paths_do_not() -> None:
     with torch.no_grad():
         emb.eval()
         torch.testing.assert_close(emb(tokens), F.embedding(tokens, emb.weight))
+
+
+def test_tied_gradient_is_the_two_uses_sum_to_the_bit() -> None:
+    """RowLookup.tied: rows and E's pieces from one Function. ∂ℓ/∂E equals autograd's sum of
+    F.embedding's and the split's gradients bit for bit, repeated rows and an unread piece
+    included, and no later backward changes an earlier gradient."""
+    g = torch.Generator().manual_seed(5)
+    lookup = RowLookup()
+    weight = torch.nn.Parameter(torch.randn(50, 8, generator=g))
+    kept, refs = [], []
+    for unread in (False, True):
+        tokens = torch.randint(0, 50, (9, 4), generator=g)
+        tokens[:, 1] = 3
+        up, h = torch.randn(9, 4, 8, generator=g), torch.randn(5, 8, generator=g)
+
+        def loss_of(rows, head, tail):
+            loss = (rows * up).sum() + (h @ head.t()).pow(2).sum()
+            return loss if unread else loss + (tail[:4] * 1.5).sum()
+
+        weight.grad = None
+        loss_of(F.embedding(tokens, weight), *torch.split(weight, [20, 30])).backward()
+        refs.append(weight.grad)
+        weight.grad = None
+        rows, pieces = lookup.tied(weight, tokens, [20, 30])
+        loss_of(rows, *pieces).backward()
+        kept.append((weight.grad, weight.grad.clone()))
+    for ref, (ours, copy) in zip(refs, kept):
+        assert torch.equal(ref, ours) and torch.equal(ours, copy)
+
+
+@pytest.mark.parametrize("output", [{"kind": "softmax"},
+                                    {"kind": "adaptive", "cutoffs": [30], "div_value": 2}])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_tied_language_model_gradients_are_unchanged(output, precision) -> None:
+    """A tied RNNLM's training loss hands E's two uses out together: every parameter's
+    gradient is the one of the separate path (the model told it is untied) to the bit."""
+    from treelm.models.lm import RNNLM
+
+    grads = []
+    for tied_path in (True, False):
+        torch.manual_seed(0)
+        model = RNNLM(80, cell="lstm", sizes=[16, 16], output=output, dropoute=0.1,
+                      dropouti=0.2)
+        model.tied = tied_path
+        tokens = torch.randint(0, 80, (7, 3), generator=torch.Generator().manual_seed(1))
+        targets = torch.randint(0, 80, (7, 3), generator=torch.Generator().manual_seed(2))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            nll = model(tokens, targets=targets).nll
+        nll.backward()
+        grads.append([p.grad for p in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))

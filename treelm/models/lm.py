@@ -138,6 +138,7 @@ class RNNLM(nn.Module):
             )
         self.head: OutputLayer = spec.build(vocab_size, self.rnn.output_size,
                                             self.embedding.weight if tie_weights else None)
+        self.tied = tie_weights
 
         self.register_load_state_dict_pre_hook(_rename_legacy_keys)
 
@@ -167,12 +168,18 @@ class RNNLM(nn.Module):
 
     def forward(self, tokens: Tensor, states: list[State] | None = None,
                 targets: Tensor | None = None) -> LMOutput:
-        out = self.features(tokens, states)
+        pieces = None
+        if targets is not None and self.tied:
+            # E's two uses handed out together, so that its gradient is written once
+            x, pieces = self.embedding.tied(tokens, self.head.widths())
+            out = self.rnn(x, states)
+        else:
+            out = self.features(tokens, states)
         dropped = locked_dropout(out.out, self.dropout, self.training)
         if targets is None:
             return LMOutput(self.head(dropped), out.states, out.raw, dropped, out.aux)
         flat = dropped.reshape(-1, dropped.size(-1))
-        nll = self.head.loss(flat, targets.reshape(-1))
+        nll = self.head.loss(flat, targets.reshape(-1), pieces)
         return LMOutput(None, out.states, out.raw, dropped, out.aux, nll)
 
     def layer_cells(self) -> list[nn.Module]:

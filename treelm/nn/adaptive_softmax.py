@@ -150,12 +150,19 @@ class AdaptiveSoftmax(OutputLayer):
         return [([self.cluster_weight, self.cluster_bias], self.cluster_lr_scale)]
 
     # ------------------------------------------------------------------ pieces
-    def pieces(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
-        """E and b cut at the cutoffs: ``(E[:k_0], E[V_1], …), (b[:k_0], b[V_1], …)``. One
-        split rather than a slice per use: a split's backward writes E's gradient once, where
-        each slice's would fill a zero (V, d) tensor and add it."""
-        widths = [b - a for a, b in zip([0, *self.bounds], self.bounds)]
-        return torch.split(self.weight, widths), torch.split(self.bias, widths)
+    def widths(self) -> list[int]:
+        """The head's words, then each tail's: ``[k_0, |V_1|, …]``."""
+        return [b - a for a, b in zip([0, *self.bounds], self.bounds)]
+
+    def pieces(self, weights: Sequence[Tensor] | None = None
+               ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+        """E and b cut at the cutoffs: ``(E[:k_0], E[V_1], …), (b[:k_0], b[V_1], …)`` (E's
+        ``weights`` where a tied model cut them). One split rather than a slice per use: a
+        split's backward writes E's gradient once, where each slice's would fill a zero (V, d)
+        tensor and add it."""
+        widths = self.widths()
+        cut = torch.split(self.weight, widths) if weights is None else tuple(weights)
+        return cut, torch.split(self.bias, widths)
 
     def head_params(self, weights: tuple[Tensor, ...] | None = None,
                     biases: tuple[Tensor, ...] | None = None) -> tuple[Tensor, Tensor]:
@@ -190,9 +197,11 @@ class AdaptiveSoftmax(OutputLayer):
         return linear(words, r.t())
 
     # ------------------------------------------------------------------ the uses
-    def loss(self, h: Tensor, target: Tensor) -> Tensor:
+    def loss(self, h: Tensor, target: Tensor, pieces: Sequence[Tensor] | None = None
+             ) -> Tensor:
         """Mean −log p(target) over the rows of ``h`` (N, d), ``target`` (N,), without any
-        (N, V) tensor: the head on every row, tail c on the rows whose target is in V_c."""
+        (N, V) tensor: the head on every row, tail c on the rows whose target is in V_c.
+        ``pieces``: E cut at :meth:`widths` by the caller (a tied model)."""
         if h.dim() != 2 or target.shape != h.shape[:1]:
             raise ValueError(f"AdaptiveSoftmax.loss: h (N, d) and target (N,), got "
                              f"{tuple(h.shape)} and {tuple(target.shape)}")
@@ -200,7 +209,7 @@ class AdaptiveSoftmax(OutputLayer):
         target = target.to(torch.int64)
         cluster = torch.bucketize(target, self.cut, right=True)
         head_target = torch.where(cluster == 0, target, k0 + cluster - 1)
-        weights, biases = self.pieces()
+        weights, biases = self.pieces(pieces)
         w, b = self.head_params(weights, biases)
         total = linear_cross_entropy(h, w, b, head_target) * n
         for c in range(len(self.cutoffs)):

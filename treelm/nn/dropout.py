@@ -113,6 +113,14 @@ class DroppedEmbedding(nn.Embedding):
         """E[w] with embedding dropout (one mask over E's rows for the whole batch)."""
         return embedding_dropout(self.weight, tokens, self.dropoute, self.training, self.rows)
 
+    def tied(self, tokens: Tensor, widths: list[int]) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """:meth:`forward` and E cut at ``widths`` for the tied output layer that reads it, E's
+        gradient from both written once (:meth:`treelm.nn.lookup.RowLookup.tied`)."""
+        rows, pieces = self.rows.tied(self.weight, tokens, widths)
+        looked_up = embedding_dropout(self.weight, tokens, self.dropoute, self.training,
+                                      lambda weight, tokens: rows)
+        return self.locked(looked_up), pieces
+
     def locked(self, x: Tensor) -> Tensor:
         """Locked dropout ``dropouti`` on embedded input x (T, B, ·)."""
         return locked_dropout(x, self.dropouti, self.training)

@@ -8,7 +8,11 @@ For last-layer features h (..., d) over a vocabulary of V words, every output la
     log_probs(h)         log p(· | h) (..., V), float32 at least
     target_nll(h, y)     Σ_i −log p(y_i | h_i) for h (N, d), y (N,), float32 at least:
                          evaluation, a block of rows at a time
-    loss(h, y)           the mean of the same, for training: no (N, V) tensor kept
+    loss(h, y, pieces)   the mean of the same, for training: no (N, V) tensor kept;
+                         ``pieces``: the word matrix cut at ``widths()`` (``torch.split``),
+                         given by a tied model (:meth:`treelm.nn.dropout.DroppedEmbedding.tied`:
+                         the embedding's gradient written once), else the layer cuts its own
+    widths()             the row counts the layer reads its word matrix in (its pieces)
     optimizer_groups()   [(parameters, scale)]: parameters whose learning rate is the run's
                          times ``scale`` (every other parameter: the run's rate), turned into
                          optimiser groups by :mod:`treelm.train.optim`
@@ -68,8 +72,14 @@ class OutputLayer(nn.Module, abc.ABC):
         """Σ −log p(target | h) over the rows of ``h`` (N, d), ``targets`` (N,)."""
 
     @abc.abstractmethod
-    def loss(self, h: Tensor, targets: Tensor) -> Tensor:
-        """Mean −log p(target | h) over the rows of ``h`` (N, d), without an (N, V) tensor."""
+    def loss(self, h: Tensor, targets: Tensor, pieces: Sequence[Tensor] | None = None
+             ) -> Tensor:
+        """Mean −log p(target | h) over the rows of ``h`` (N, d), without an (N, V) tensor;
+        ``pieces``: ``torch.split(weight, widths())`` made by the caller."""
+
+    @abc.abstractmethod
+    def widths(self) -> list[int]:
+        """The row counts :meth:`loss` reads ``weight`` in (its ``pieces``)."""
 
     def optimizer_groups(self) -> Groups:
         """The parameters whose rate is the run's times a scale, with it; none by default."""
@@ -115,9 +125,15 @@ class FullSoftmax(nn.Linear, OutputLayer):
     def target_nll(self, h: Tensor, targets: Tensor) -> Tensor:
         return F.cross_entropy(self._logits32(h), targets, reduction="sum")
 
-    def loss(self, h: Tensor, targets: Tensor) -> Tensor:
+    def loss(self, h: Tensor, targets: Tensor, pieces: Sequence[Tensor] | None = None
+             ) -> Tensor:
         # fused product and cross-entropy (treelm.nn.linear_ce): no (N, V) logits kept
-        return linear_cross_entropy(h, self.weight, self.bias, targets)
+        weight = self.weight if pieces is None else pieces[0]
+        return linear_cross_entropy(h, weight, self.bias, targets)
+
+    def widths(self) -> list[int]:
+        """One piece: the whole matrix."""
+        return [self.out_features]
 
     def loss_macs(self, rows: int, fractions: Sequence[float] = ()) -> dict[str, float]:
         """The (V, d) product, whatever the rows: ``{"softmax": V d}``."""
