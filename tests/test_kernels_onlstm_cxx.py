@@ -26,6 +26,7 @@ from test_kernels_onlstm import (  # the reference-comparison helpers of the fus
     forced_gemm,  # noqa: F401, F811  (a fixture)
 )
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from treelm.cells.onlstm import ONLSTM
 from treelm.kernels import build, gemm, onlstm_sequence
@@ -498,3 +499,40 @@ def test_build_command_reports() -> None:
     assert r.returncode == 0, r.stderr
     assert "C++ time loops already built in" in r.stdout
     assert r.stderr == ""
+
+
+class _Casts(TorchDispatchMode):
+    """The shapes of the float32 tensors cast to bfloat16 below autograd."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if (func.overloadpacket in (torch.ops.aten._to_copy, torch.ops.aten.copy_)
+                and isinstance(out, Tensor) and out.dtype == torch.bfloat16
+                and args[-1 if func.overloadpacket is torch.ops.aten.copy_ else 0].dtype
+                == torch.float32):
+            self.shapes.append(tuple(out.shape))
+        return out
+
+
+@pytest.mark.parametrize("cell", ["onlstm", "lstm"])
+def test_bf16_training_casts_the_recurrent_weight_once(cell: str) -> None:
+    """Under bfloat16 autocast a training step's forward and backward loops share one
+    bfloat16 copy of U (the backward's products read the forward's), so U is cast once."""
+    from treelm.cells.lstm import LSTM
+
+    I, H = 16, 32
+    torch.manual_seed(0)
+    m = ONLSTM(I, H, 4, "paper", impl="cxx") if cell == "onlstm" else LSTM(I, H, impl="auto")
+    u_shape = tuple(m.weight_hh.shape)
+    casts = _Casts()
+    with casts:
+        with torch.autocast("cpu", torch.bfloat16):
+            out = m(torch.randn(8, 4, I))[0]
+        out.square().sum().backward()
+    assert casts.shapes.count(u_shape) == 1, casts.shapes
+    assert m.weight_hh.grad is not None and m.weight_hh.grad.dtype == torch.float32

@@ -52,9 +52,12 @@ class CxxLSTMFunction(torch.autograd.Function):
                 gemm_dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor, Tensor]:
         ext = cxx_extension()
         T, B, _ = xp.shape
-        kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, False, gemm_dtype))
+        # U in the products' dtype, cast once for both loops (each would cast it again)
+        low = weight_hh if gemm_dtype is None else weight_hh.detach().to(gemm_dtype)
+        kind, w, packed = cxx_operands(step_matmul(low, B, T, False, gemm_dtype))
         out, c_last, gates, cs, tanh_c = ext.lstm_forward(xp, h0, c0, kind, w, packed, True)
         ctx.gemm_dtype = gemm_dtype
+        ctx.low = low if gemm_dtype is not None else None
         ctx.save_for_backward(h0, weight_hh, out, gates, cs, tanh_c)
         return out, out[-1].clone(), c_last.clone()
 
@@ -67,7 +70,8 @@ class CxxLSTMFunction(torch.autograd.Function):
         low = ctx.gemm_dtype
         need = ctx.needs_input_grad
         with no_autocast(h0.device.type, low is not None):
-            kind, w, packed = cxx_operands(step_matmul(weight_hh, B, T, True, low))
+            product_weight = weight_hh if ctx.low is None else ctx.low
+            kind, w, packed = cxx_operands(step_matmul(product_weight, B, T, True, low))
             dG, dh0, dc0 = cxx_extension().lstm_backward(dout, dh_last, dc_last, gates, cs,
                                                           tanh_c, kind, w, packed)
             dU = weight_grad(dG, h0, out, low, weight_hh.dtype) if need[3] else None

@@ -121,11 +121,14 @@ class CxxONLSTMFunction(torch.autograd.Function):
         gemm_dtype: torch.dtype | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         save = any(ctx.needs_input_grad[:4])
-        out, c_last, df, di, saved, states = _loop_forward(xp, h0, c0, weight_hh, n_levels,
+        # U in the products' dtype, cast once for both loops (each would cast it again)
+        low = weight_hh if gemm_dtype is None else weight_hh.detach().to(gemm_dtype)
+        out, c_last, df, di, saved, states = _loop_forward(xp, h0, c0, low, n_levels,
                                                            symmetric, gemm_dtype, save)
         ctx.symmetric, ctx.gemm_dtype = symmetric, gemm_dtype
         if save:
             ctx.save_for_backward(h0, weight_hh, out, states, *saved)
+            ctx.low = low if gemm_dtype is not None else None
         return out, out[-1].clone(), c_last.clone(), df, di
 
     @staticmethod
@@ -136,8 +139,9 @@ class CxxONLSTMFunction(torch.autograd.Function):
         need = ctx.needs_input_grad
         low = ctx.gemm_dtype
         with no_autocast(h0.device.type, low is not None):
+            product_weight = weight_hh if ctx.low is None else ctx.low
             dG, dh0, dc0 = _loop_backward((dout, dh_last, dc_last, ddf, ddi), tuple(saved),
-                                          weight_hh, ctx.symmetric, low)
+                                          product_weight, ctx.symmetric, low)
             dU = weight_grad(dG, h0, out, low, weight_hh.dtype, states) if need[3] else None
         return (dG if need[0] else None, dh0 if need[1] else None, dc0 if need[2] else None,
                 dU, None, None, None)
