@@ -82,7 +82,7 @@ def test_tied_gradient_is_the_two_uses_sum_to_the_bit() -> None:
         tokens[:, 1] = 3
         up, h = torch.randn(9, 4, 8, generator=g), torch.randn(5, 8, generator=g)
 
-        def loss_of(rows, head, tail):
+        def loss_of(rows, head, tail, up=up, h=h, unread=unread):
             loss = (rows * up).sum() + (h @ head.t()).pow(2).sum()
             return loss if unread else loss + (tail[:4] * 1.5).sum()
 
