@@ -3,6 +3,8 @@ F.embedding's own backward, to the last bit."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -70,9 +72,10 @@ def test_dropped_embedding_uses_it_and_no_grad_paths_do_not() -> None:
 
 
 def test_tied_gradient_is_the_two_uses_sum_to_the_bit() -> None:
-    """RowLookup.tied: rows and E's pieces from one Function. ∂ℓ/∂E equals autograd's sum of
-    F.embedding's and the split's gradients bit for bit, repeated rows and an unread piece
-    included, and no later backward changes an earlier gradient."""
+    """RowLookup.tied_rows / tied_pieces: E's two uses meeting in the backward. ∂ℓ/∂E equals
+    autograd's sum of F.embedding's and the split's gradients bit for bit, repeated rows and an
+    unread piece included; it is handed to .grad without a copy (the pieces' gradient, the rows
+    added in place); and no later backward changes an earlier gradient."""
     g = torch.Generator().manual_seed(5)
     lookup = RowLookup()
     weight = torch.nn.Parameter(torch.randn(50, 8, generator=g))
@@ -90,8 +93,19 @@ def test_tied_gradient_is_the_two_uses_sum_to_the_bit() -> None:
         loss_of(F.embedding(tokens, weight), *torch.split(weight, [20, 30])).backward()
         refs.append(weight.grad)
         weight.grad = None
-        rows, pieces = lookup.tied(weight, tokens, [20, 30])
-        loss_of(rows, *pieces).backward()
+        rows, meet = lookup.tied_rows(weight, tokens)
+        pieces = lookup.tied_pieces(weight, [20, 30], meet)
+        made = []                       # the data pointers of the tensors torch.cat makes
+        real_cat = torch.cat
+
+        def cat(tensors, made=made, real_cat=real_cat):
+            out = real_cat(tensors)
+            made.append(out.data_ptr())
+            return out
+
+        with mock.patch.object(torch, "cat", cat):
+            loss_of(rows, *pieces).backward()
+        assert made == [weight.grad.data_ptr()]
         kept.append((weight.grad, weight.grad.clone()))
     for ref, (ours, copy) in zip(refs, kept):
         assert torch.equal(ref, ours) and torch.equal(ours, copy)
@@ -118,3 +132,23 @@ def test_tied_language_model_gradients_are_unchanged(output, precision) -> None:
         nll.backward()
         grads.append([p.grad for p in model.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+def test_tied_uses_meet_in_either_order() -> None:
+    """Were the rows' backward to run before the pieces', each use gives its own gradient and
+    autograd adds them: the same gradient as F.embedding's and the split's."""
+    weight = torch.nn.Parameter(torch.randn(12, 3))
+    tokens = torch.tensor([[1, 4], [4, 11]])
+    up = torch.randn(2, 2, 3)
+    weight.grad = None
+    (F.embedding(tokens, weight) * up).sum().add(torch.split(weight, [5, 7])[1].sum() * 2) \
+        .backward()
+    ref = weight.grad
+    weight.grad = None
+    lookup = RowLookup()
+    rows, meet = lookup.tied_rows(weight, tokens)
+    pieces = lookup.tied_pieces(weight, [5, 7], meet)
+    (rows * up).sum().backward()                   # the rows' backward first
+    assert meet is not None and meet.rows_first
+    (pieces[1].sum() * 2).backward()
+    assert not meet.rows_first and torch.equal(weight.grad, ref)

@@ -170,9 +170,11 @@ class RNNLM(nn.Module):
                 targets: Tensor | None = None) -> LMOutput:
         pieces = None
         if targets is not None and self.tied:
-            # E's two uses handed out together, so that its gradient is written once
-            x, pieces = self.embedding.tied(tokens, self.head.widths())
+            # E's two uses meet in the backward, so that its gradient is written once
+            # (treelm.nn.lookup, "Tied"); the pieces made after the stack, used right after
+            x, meet = self.embedding.tied(tokens)
             out = self.rnn(x, states)
+            pieces = self.embedding.pieces(self.head.widths(), meet)
         else:
             out = self.features(tokens, states)
         dropped = locked_dropout(out.out, self.dropout, self.training)

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.kernels.hash_dropout import hash_dropout
-from treelm.nn.lookup import RowLookup
+from treelm.nn.lookup import RowLookup, TiedGradient
 
 
 class Dropouts(TypedDict, total=False):
@@ -113,13 +113,18 @@ class DroppedEmbedding(nn.Embedding):
         """E[w] with embedding dropout (one mask over E's rows for the whole batch)."""
         return embedding_dropout(self.weight, tokens, self.dropoute, self.training, self.rows)
 
-    def tied(self, tokens: Tensor, widths: list[int]) -> tuple[Tensor, tuple[Tensor, ...]]:
-        """:meth:`forward` and E cut at ``widths`` for the tied output layer that reads it, E's
-        gradient from both written once (:meth:`treelm.nn.lookup.RowLookup.tied`)."""
-        rows, pieces = self.rows.tied(self.weight, tokens, widths)
+    def tied(self, tokens: Tensor) -> tuple[Tensor, TiedGradient | None]:
+        """:meth:`forward`, and where E's gradient meets the tied output layer's: give it to
+        :meth:`pieces` after the recurrent layers (:mod:`treelm.nn.lookup`, "Tied")."""
+        rows, meet = self.rows.tied_rows(self.weight, tokens)
         looked_up = embedding_dropout(self.weight, tokens, self.dropoute, self.training,
                                       lambda weight, tokens: rows)
-        return self.locked(looked_up), pieces
+        return self.locked(looked_up), meet
+
+    def pieces(self, widths: list[int], meet: TiedGradient | None) -> tuple[Tensor, ...]:
+        """E cut at ``widths`` for the tied output layer (``torch.split``), its gradient
+        meeting the lookup's at ``meet``."""
+        return self.rows.tied_pieces(self.weight, widths, meet)
 
     def locked(self, x: Tensor) -> Tensor:
         """Locked dropout ``dropouti`` on embedded input x (T, B, ·)."""

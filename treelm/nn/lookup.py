@@ -15,15 +15,17 @@ touches. Autograd adds the buffer into the other uses' gradient (the
 tied output layer's) or copies it into ``.grad`` (it never takes a tensor someone else still
 holds), so the buffer is only read after the backward that filled it.
 
-Tied (:func:`tied_rows`): where the output layer's word matrix is E itself, E has two uses in
-one backward, the rows looked up and the output layer's pieces of E (the adaptive softmax's
-head and tails), and autograd would write each use's gradient into its own (V, d) tensor and
-add the two, a fresh (V, d) sum: three passes over 16 MB for PTB's E. One Function gives both
-uses, so its backward holds every gradient at once and writes ∂ℓ/∂E once: the pieces' gradients
-copied into one tensor, then the looked-up rows' sums (this buffer's, as above) added to those
-rows alone. Each element is the same sum of the same two terms, so the same bits. On a bfloat16
-tree step on an AMD Zen 5 the sum alone took 1.2 ms of 90
-(``benchmarks/results/step_ab-zen5-bf16-tied-20261129.json`` has the step before and after).
+Tied (:meth:`RowLookup.tied_rows`, :meth:`RowLookup.tied_pieces`): where the output layer's
+word matrix is E itself, E has two uses in one backward, the rows looked up and the output
+layer's pieces of E (the adaptive softmax's head and tails). Autograd writes each use's gradient
+into a (V, d) tensor of its own and then adds the two into a third, a pass over 48 MB for PTB's
+E. Here the two uses meet (:class:`TiedGradient`, one per forward): the pieces' backward, which
+runs as soon as the output layer's has (while its gradients are still in cache), writes their
+gradient into one (V, d) tensor and hands it over instead of to autograd; the rows' backward,
+last of the step, adds each looked-up row's sum (this buffer's, as above) to that row alone
+and returns the tensor, E's only gradient, which autograd then takes as ``.grad`` without a
+copy. Each element is the same sum of the same two terms, so the same bits. Were the rows'
+backward to run first, each use returns its own gradient and autograd adds them, as without.
 
 CPU tensors only: on another device ``F.embedding``'s own backward runs.
 """
@@ -52,14 +54,22 @@ class RowLookup:
             return F.embedding(tokens, weight)
         return _Rows.apply(weight, tokens, self)
 
-    def tied(self, weight: Tensor, tokens: Tensor, widths: Sequence[int]
-             ) -> tuple[Tensor, tuple[Tensor, ...]]:
-        """``(E[tokens], torch.split(E, widths))``: the rows and E's pieces as a tied output layer
-        reads them, ∂ℓ/∂E from both written once (module docstring)."""
+    def tied_rows(self, weight: Tensor, tokens: Tensor) -> tuple[Tensor, TiedGradient | None]:
+        """``E[tokens]`` and where its gradient meets the tied output layer's (pass it to
+        :meth:`tied_pieces`; ``None`` where this lookup's own backward does not run)."""
         if weight.device.type != "cpu" or not (torch.is_grad_enabled() and weight.requires_grad):
-            return self(weight, tokens), torch.split(weight, list(widths))
-        rows, *pieces = _TiedRows.apply(weight, tokens, self, tuple(widths))
-        return rows, tuple(pieces)
+            return self(weight, tokens), None
+        meet = TiedGradient()
+        return _TiedRows.apply(weight, tokens, self, meet), meet
+
+    @staticmethod
+    def tied_pieces(weight: Tensor, widths: Sequence[int], meet: TiedGradient | None
+                    ) -> tuple[Tensor, ...]:
+        """``torch.split(E, widths)`` for the output layer, made after the recurrent layers so
+        that its backward runs right after the output layer's; its gradient goes to ``meet``."""
+        if meet is None:
+            return torch.split(weight, list(widths))
+        return _TiedPieces.apply(weight, meet, tuple(widths))
 
     def gradient(self, shape: torch.Size, tokens: Tensor, grad: Tensor) -> Tensor:
         """``∂ℓ/∂E`` (``shape``) in the buffer: the last backward's rows cleared, this one's
@@ -89,36 +99,55 @@ class _Rows(torch.autograd.Function):
         return ctx.lookup.gradient(ctx.shape, tokens, grad.contiguous()), None, None
 
 
-class _TiedRows(torch.autograd.Function):
-    """``(E, tokens) -> (E[tokens], *E split at widths)``, one backward for both uses."""
+class TiedGradient:
+    """Where a tied weight's two uses meet in one backward: the pieces' gradient, handed from
+    their backward to the rows'."""
+
+    def __init__(self) -> None:
+        self.pieces: Tensor | None = None     # ∂ℓ/∂E of the output layer's pieces, (V, d)
+        self.rows_first = False               # the rows' backward ran before the pieces'
+
+
+class _TiedPieces(torch.autograd.Function):
+    """``E -> E split at widths``; the gradient, one (V, d) tensor, goes to the rows' backward."""
 
     @staticmethod
-    def forward(ctx: Any, weight: Tensor, tokens: Tensor, lookup: RowLookup,
-                widths: tuple[int, ...]) -> tuple[Tensor, ...]:
-        ctx.save_for_backward(tokens)
-        ctx.shape, ctx.lookup, ctx.widths = weight.shape, lookup, widths
-        ctx.set_materialize_grads(False)        # a piece the loss left unread: no zeros made
-        return (F.embedding(tokens, weight), *torch.split(weight, list(widths)))
+    def forward(ctx: Any, weight: Tensor, meet: TiedGradient, widths: tuple[int, ...]
+                ) -> tuple[Tensor, ...]:
+        ctx.meet = meet
+        return torch.split(weight, list(widths))
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad: Tensor | None, *pieces: Tensor | None
-                 ) -> tuple[Tensor | None, None, None, None]:
+    def backward(ctx: Any, *pieces: Tensor) -> tuple[Tensor | None, None, None]:
+        grad = torch.cat(pieces)        # the split's own backward (an unread piece: zeros)
+        meet = ctx.meet
+        if meet.rows_first:             # too late to meet: autograd adds the two
+            meet.rows_first = False
+            return grad, None, None
+        meet.pieces = grad
+        return None, None, None
+
+
+class _TiedRows(torch.autograd.Function):
+    """``E[tokens]``, its backward adding the rows' sums into the pieces' gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, weight: Tensor, tokens: Tensor, lookup: RowLookup,
+                meet: TiedGradient) -> Tensor:
+        ctx.save_for_backward(tokens)
+        ctx.shape, ctx.lookup, ctx.meet = weight.shape, lookup, meet
+        return F.embedding(tokens, weight)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
         (tokens,) = ctx.saved_tensors
-        like = grad if grad is not None else next((g for g in pieces if g is not None), None)
-        if like is None:
-            return None, None, None, None
-        out = torch.empty(ctx.shape, dtype=like.dtype)
-        lo = 0
-        for width, g in zip(ctx.widths, pieces):
-            if g is None:
-                out[lo:lo + width].zero_()
-            else:
-                out[lo:lo + width].copy_(g)
-            lo += width
-        if grad is not None:
-            # the rows' sums (in token order, as F.embedding sums them), added once per row
-            sums = ctx.lookup.gradient(ctx.shape, tokens, grad.contiguous())
-            rows = torch.unique(tokens)
-            out.index_add_(0, rows, sums.index_select(0, rows))
-        return out, None, None, None
+        sums = ctx.lookup.gradient(ctx.shape, tokens, grad.contiguous())
+        meet = ctx.meet
+        out, meet.pieces = meet.pieces, None
+        if out is None:                 # no pieces' gradient (yet): this use's own, as untied
+            meet.rows_first = True
+            return sums, None, None, None
+        rows = torch.unique(tokens)     # each touched row once: the same two terms per element
+        return out.index_add_(0, rows, sums.index_select(0, rows)), None, None, None
