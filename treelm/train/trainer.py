@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from treelm import heap, omp
-from treelm.kernels import precision
+from treelm.kernels import cpu_cache, precision
 from treelm.rundir.checkpoint import (
     model_signature,
 )
@@ -72,6 +72,8 @@ class Trainer(Persistence, Validation):
         self.tc, self.config = read_config(cfg, new=not resume)  # all checked, nothing made
         self.cfg, self.files = self.config.raw, files
         heap.keep()     # freed memory stays for the next step: no fresh pages each step
+        if not heap.user_chose():
+            cpu_cache.install()     # and large blocks come back without malloc's search
         if self.tc.threads:
             torch.set_num_threads(self.tc.threads)
         torch.set_flush_denormal(self.tc.flush_denormal)

@@ -251,5 +251,6 @@ void bind_lstm(pybind11::module_& m);        // csrc/lstm.cpp
 void bind_softmax_ce(pybind11::module_& m);  // csrc/softmax_ce.cpp
 void bind_hash_dropout(pybind11::module_& m);  // csrc/hash_dropout.cpp
 void bind_panel_gemm(pybind11::module_& m);  // csrc/panel_gemm.cpp
+void bind_cpu_cache(pybind11::module_& m);   // csrc/cpu_cache.cpp
 
 }  // namespace treelm

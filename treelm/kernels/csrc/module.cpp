@@ -4,7 +4,8 @@
 // cross-entropy by rows (csrc/softmax_ce.cpp, treelm/kernels/softmax_ce.py), and dropout with a
 // hashed mask (csrc/hash_dropout.cpp, treelm/kernels/hash_dropout.py), and the panel product of
 // the per-step recurrent products (csrc/panel_gemm.cpp, the GEMM backend "panel" of
-// treelm/kernels/gemm/backends.py). Each releases the GIL while it runs.
+// treelm/kernels/gemm/backends.py), and the caching allocator of large CPU blocks
+// (csrc/cpu_cache.cpp, treelm/kernels/cpu_cache.py). Each loop releases the GIL while it runs.
 
 #include "common.h"
 
@@ -15,4 +16,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   treelm::bind_softmax_ce(m);
   treelm::bind_hash_dropout(m);
   treelm::bind_panel_gemm(m);
+  treelm::bind_cpu_cache(m);
 }
