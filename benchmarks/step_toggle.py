@@ -6,7 +6,8 @@ same batches stepped with the attribute at one value, then at the other, round a
         [key=value ...]
 
 ``--attr``: a dotted attribute path on the trainer's model (``tied``: :class:`treelm.models.lm.
-RNNLM`'s switch between one gradient of the tied embedding and autograd's two); ``--a`` and
+RNNLM`'s switch between one gradient of the tied embedding and autograd's two), or on a module
+of treelm (``treelm.kernels.cpu_cache.switch.on``: the caching CPU allocator); ``--a`` and
 ``--b`` its two values (Python literals, ``true``/``false`` allowed). Each round takes ``--steps``
 batches and steps them at ``a`` and then again at ``b`` (the order alternates from round to
 round), so both sides run the same batch lengths; the verdict is the median of the rounds'
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import statistics
 import sys
 import tempfile
@@ -47,9 +49,19 @@ def literal(text: str) -> Any:
 
 
 def owner(model: Any, attr: str) -> tuple[Any, str]:
-    """The object holding the dotted ``attr`` of ``model`` and the attribute's last name."""
+    """The object holding the dotted ``attr`` and the attribute's last name: an attribute of
+    ``model``, or, where ``attr`` starts with ``treelm.``, of the module it names
+    (``treelm.kernels.cpu_cache.switch.on``)."""
     *path, name = attr.split(".")
     obj = model
+    if path and path[0] == "treelm":
+        for i in range(len(path), 0, -1):         # the longest importable module prefix
+            try:
+                obj = importlib.import_module(".".join(path[:i]))
+            except ImportError:
+                continue
+            path = path[i:]
+            break
     for part in path:
         obj = getattr(obj, part)
     if not hasattr(obj, name):

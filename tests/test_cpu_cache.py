@@ -49,3 +49,19 @@ def test_products_and_workspaces_keep_their_numbers(ext) -> None:
                                    atol=1e-3)
     cpu_cache.empty()
     assert cpu_cache.stats()["kept_bytes"] == 0
+
+
+def test_the_switch_takes_the_cache_out_and_puts_it_back(ext) -> None:
+    held = torch.empty(200_000, dtype=torch.uint8)          # handed out by the cache
+    cpu_cache.switch.on = False
+    try:
+        assert not cpu_cache.installed()
+        before = cpu_cache.stats()
+        plain = torch.empty(200_000, dtype=torch.uint8)     # PyTorch's own allocator's
+        assert cpu_cache.stats()["hits"] + cpu_cache.stats()["misses"] == (
+            before["hits"] + before["misses"])
+        del held, plain                                     # the cache's block comes back to it
+        assert cpu_cache.stats()["kept_bytes"] >= before["kept_bytes"] + 200_000
+    finally:
+        cpu_cache.switch.on = True
+    assert cpu_cache.installed()

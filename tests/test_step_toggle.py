@@ -49,3 +49,11 @@ def test_an_attribute_the_model_lacks_is_refused(monkeypatch) -> None:
     monkeypatch.setattr(mod, "step_trainer", lambda *a: _fake_trainer([]))
     with pytest.raises(SystemExit, match="no attribute 'inner.nope'"):
         mod.toggle("c.yaml", [], "inner.nope", {"a": 0, "b": 1}, 1, 1, 0)
+
+
+def test_an_attribute_of_a_treelm_module_is_found_there() -> None:
+    mod = load_benchmark("step_toggle")
+    from treelm.kernels import cpu_cache
+
+    obj, name = mod.owner(object(), "treelm.kernels.cpu_cache.switch.on")
+    assert obj is cpu_cache.switch and name == "on"

@@ -29,6 +29,31 @@ def install() -> bool:
     return ext is not None and bool(ext.cpu_cache_install())
 
 
+def uninstall() -> bool:
+    """Give PyTorch its own CPU allocator back (blocks out now still return to the cache)."""
+    ext = cxx_extension()
+    return ext is None or bool(ext.cpu_cache_uninstall())
+
+
+class Switch:
+    """``switch.on``: whether the cache is installed; set it to install or uninstall
+    (``benchmarks/step_toggle.py --attr treelm.kernels.cpu_cache.switch.on`` times a step both
+    ways in one process)."""
+
+    @property
+    def on(self) -> bool:
+        return installed()
+
+    @on.setter
+    def on(self, value: bool) -> None:
+        if not (install() if value else uninstall()):
+            raise RuntimeError("the CPU cache could not be " + ("installed" if value else
+                                                                "uninstalled"))
+
+
+switch = Switch()
+
+
 def installed() -> bool:
     ext = cxx_extension()
     return ext is not None and bool(ext.cpu_cache_installed())

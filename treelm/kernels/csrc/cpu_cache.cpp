@@ -124,6 +124,14 @@ bool install() {
   return c10::GetCPUAllocator() == &cache;
 }
 
+// Give PyTorch back the allocator the cache stood in front of; blocks handed out meanwhile still
+// come back to the cache (their deleter is its), which keeps them for a later install().
+bool uninstall() {
+  if (c10::GetCPUAllocator() != &cache) return true;
+  c10::SetCPUAllocator(cache.base, /*priority=*/1);
+  return c10::GetCPUAllocator() == cache.base;
+}
+
 // (kept bytes, blocks handed out, hits, misses)
 std::vector<int64_t> stats() {
   std::lock_guard<std::mutex> g(cache.mu);
@@ -136,6 +144,7 @@ std::vector<int64_t> stats() {
 void bind_cpu_cache(pybind11::module_& m) {
   m.def("cpu_cache_install", &install,
         "put the caching allocator in front of PyTorch's CPU allocator; whether it is");
+  m.def("cpu_cache_uninstall", &uninstall, "give PyTorch its own CPU allocator back");
   m.def("cpu_cache_installed", [] { return c10::GetCPUAllocator() == &cache; });
   m.def("cpu_cache_stats", &stats, "(kept bytes, live blocks, hits, misses)");
   m.def("cpu_cache_empty", [] { cache.empty(); }, "free every kept block");
