@@ -5,9 +5,11 @@ to 2^k·(1 + j/4)) for the next request of that class, which it serves without `
 Why: a training step allocates and frees about two hundred large tensors, the same ones step
 after step. With the heap kept (:mod:`treelm.heap`) glibc finds each in its large bins by
 walking free chunks whose headers lie in memory the step has not touched lately, a cache miss
-per chunk; on a 2-core Zen 5 the main thread spent about 4% of a bf16 tree step in glibc's
-``_int_malloc`` (``perf``), serial time during which the other core waits. A class's list is
-one lookup.
+per chunk; on a 2-core Zen 5 ``perf`` found the main thread of a bf16 tree step in glibc's
+``_int_malloc`` for a visible part of the step, serial time during which the other core waits.
+A class's list is one lookup. The step with and without it, switched in one process:
+``benchmarks/step_toggle.py --attr treelm.kernels.cpu_cache.switch.on`` (docs/training.md,
+"Memory between steps", has the records).
 
 What it costs: a block is up to 25% larger than asked, and kept blocks are not given back to
 the system while the process lives (a training holds its peak at every step anyway);

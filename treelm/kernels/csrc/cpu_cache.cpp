@@ -9,9 +9,9 @@
 //
 // Why: with the heap kept (treelm/heap.py) glibc serves a training step's two hundred large
 // blocks from its large bins, and finding a fit walks chunks whose headers lie in memory the step
-// has not touched for a while, a cache miss each. On a 2-core Zen 5 the main thread spent 4% of
-// a bf16 tree step in _int_malloc (perf), all of it serial time, the other core spinning. A class's
-// list is one lookup under a mutex.
+// has not touched for a while, a cache miss each: on a 2-core Zen 5 perf found the main thread of
+// a bf16 tree step in _int_malloc for a visible part of the step, serial time while the other
+// core spins. A class's list is one lookup under a mutex.
 //
 // Kept blocks are never returned to the system while the allocator is installed (a training's
 // blocks are reused step after step; its peak is what it holds anyway); empty() frees them, and
