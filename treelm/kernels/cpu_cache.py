@@ -2,7 +2,7 @@
 a block of 64 KiB or more, once freed, waits in a list of its size class (the size rounded up
 to 2^k·(1 + j/4)) for the next request of that class, which it serves without ``malloc``.
 
-Why: a training step allocates and frees about two hundred large tensors, the same ones step
+Why: a training step allocates and frees many large tensors, the same ones step
 after step. With the heap kept (:mod:`treelm.heap`) glibc finds each in its large bins by
 walking free chunks whose headers lie in memory the step has not touched lately, a cache miss
 per chunk; on a 2-core Zen 5 ``perf`` found the main thread of a bf16 tree step in glibc's

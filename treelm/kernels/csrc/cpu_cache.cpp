@@ -7,13 +7,13 @@
 // classes. Smaller blocks go to the allocator this one stands in front of (glibc's tcache and
 // small bins serve them in constant time).
 //
-// Why: with the heap kept (treelm/heap.py) glibc serves a training step's two hundred large
+// Why: with the heap kept (treelm/heap.py) glibc serves a training step's large
 // blocks from its large bins, and finding a fit walks chunks whose headers lie in memory the step
 // has not touched for a while, a cache miss each: on a 2-core Zen 5 perf found the main thread of
 // a bf16 tree step in _int_malloc for a visible part of the step, serial time while the other
 // core spins. A class's list is one lookup under a mutex.
 //
-// Kept blocks are never returned to the system while the allocator is installed (a training's
+// Kept blocks are not returned to the system, installed or not (a training's
 // blocks are reused step after step; its peak is what it holds anyway); empty() frees them, and
 // a failed allocation empties the cache once and retries before it reports the failure.
 
