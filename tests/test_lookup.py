@@ -152,3 +152,34 @@ def test_tied_uses_meet_in_either_order() -> None:
     assert meet is not None and meet.rows_first
     (pieces[1].sum() * 2).backward()
     assert not meet.rows_first and torch.equal(weight.grad, ref)
+
+
+@pytest.mark.parametrize("use", ["alone", "untied", "tied"])
+def test_two_lookups_in_one_backward(use: str) -> None:
+    """One embedding looked up twice in one loss (a tree teacher's features beside the language
+    model's loss), each lookup's backward at its own time: ∂ℓ/∂E is F.embedding's, whichever
+    way the first use went (the buffer is not written over while autograd holds it)."""
+    g = torch.Generator().manual_seed(7)
+    weight = torch.nn.Parameter(torch.randn(20, 3, generator=g))
+    t1, t2 = torch.tensor([[1, 2], [3, 3]]), torch.tensor([3, 4, 5, 1])
+    u1, u2 = torch.randn(2, 2, 3, generator=g), torch.randn(4, 3, generator=g)
+    h = torch.randn(2, 3, generator=g)
+
+    def loss_of(rows1, rows2, pieces):
+        loss = (rows1 * u1).sum() + (rows2 * u2).pow(2).sum()
+        return loss if use == "alone" else loss + (h @ pieces[0].t()).sum() + pieces[1].sum()
+
+    loss_of(F.embedding(t1, weight), F.embedding(t2, weight),
+            torch.split(weight, [8, 12])).backward()
+    ref, weight.grad = weight.grad, None
+    lookup = RowLookup()
+    for _ in range(2):                                  # the kept buffer reused, then again
+        if use == "tied":
+            rows1, meet = lookup.tied_rows(weight, t1)
+            pieces = lookup.tied_pieces(weight, [8, 12], meet)
+        else:
+            rows1, pieces = lookup(weight, t1), torch.split(weight, [8, 12])
+        loss_of(rows1, lookup(weight, t2), pieces).backward()
+        torch.testing.assert_close(weight.grad, ref, rtol=1e-6, atol=1e-6)
+        weight.grad = None
+    assert not lookup.pending

@@ -13,7 +13,11 @@ embedding, that fill took 3.1 ms of a 108 ms bfloat16 tree step on an AMD Zen 5
 (``benchmarks/results/step_profile-zen5-pair-6a5e294-20261129.json``) for the 1,400 rows a batch
 touches. Autograd adds the buffer into the other uses' gradient (the
 tied output layer's) or copies it into ``.grad`` (it never takes a tensor someone else still
-holds), so the buffer is only read after the backward that filled it.
+holds), so the buffer is only read after the backward that filled it. One embedding looked up
+twice in one loss (a tree teacher's features beside the language model's loss) would write the
+buffer twice while autograd may still hold the first gradient: a lookup whose backward runs
+while another of the same object's is still to come gets a fresh tensor instead (the lookups
+not yet differentiated are tracked weakly, so a graph dropped without a backward is forgotten).
 
 Tied (:meth:`RowLookup.tied_rows`, :meth:`RowLookup.tied_pieces`): where the output layer's
 word matrix is E itself, E has two uses in one backward, the rows looked up and the output
@@ -32,6 +36,7 @@ CPU tensors only: on another device ``F.embedding``'s own backward runs.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,6 +53,8 @@ class RowLookup:
     def __init__(self) -> None:
         self.buffer: Tensor | None = None
         self.touched: Tensor | None = None      # the rows the last backward wrote
+        # the lookups made whose backward has not run (their graphs alive)
+        self.pending: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def __call__(self, weight: Tensor, tokens: Tensor) -> Tensor:
         if weight.device.type != "cpu" or not (torch.is_grad_enabled() and weight.requires_grad):
@@ -71,9 +78,16 @@ class RowLookup:
             return torch.split(weight, list(widths))
         return _TiedPieces.apply(weight, meet, tuple(widths))
 
-    def gradient(self, shape: torch.Size, tokens: Tensor, grad: Tensor) -> Tensor:
-        """``∂ℓ/∂E`` (``shape``) in the buffer: the last backward's rows cleared, this one's
-        summed in."""
+    def gradient(self, shape: torch.Size, tokens: Tensor, grad: Tensor, ctx: Any) -> Tensor:
+        """``∂ℓ/∂E`` (``shape``) of the lookup ``ctx`` in the buffer: the last backward's rows
+        cleared, this one's summed in. Where another lookup of this object is still to run its
+        backward (two uses of one embedding in one loss), a fresh tensor instead: autograd may
+        hold this gradient until then, and that backward would write over the buffer."""
+        self.pending.discard(ctx)
+        if self.pending:
+            index = tokens.reshape(-1)
+            fresh = torch.zeros(shape, dtype=grad.dtype)
+            return fresh.index_add_(0, index, grad.reshape(index.numel(), -1))
         buf = self.buffer
         if buf is None or buf.shape != shape or buf.dtype != grad.dtype:
             buf = self.buffer = torch.zeros(shape, dtype=grad.dtype)
@@ -90,13 +104,14 @@ class _Rows(torch.autograd.Function):
     def forward(ctx: Any, weight: Tensor, tokens: Tensor, lookup: RowLookup) -> Tensor:
         ctx.save_for_backward(tokens)
         ctx.shape, ctx.lookup = weight.shape, lookup
+        lookup.pending.add(ctx)
         return F.embedding(tokens, weight)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
         (tokens,) = ctx.saved_tensors
-        return ctx.lookup.gradient(ctx.shape, tokens, grad.contiguous()), None, None
+        return ctx.lookup.gradient(ctx.shape, tokens, grad.contiguous(), ctx), None, None
 
 
 class TiedGradient:
@@ -137,13 +152,14 @@ class _TiedRows(torch.autograd.Function):
                 meet: TiedGradient) -> Tensor:
         ctx.save_for_backward(tokens)
         ctx.shape, ctx.lookup, ctx.meet = weight.shape, lookup, meet
+        lookup.pending.add(ctx)
         return F.embedding(tokens, weight)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
         (tokens,) = ctx.saved_tensors
-        sums = ctx.lookup.gradient(ctx.shape, tokens, grad.contiguous())
+        sums = ctx.lookup.gradient(ctx.shape, tokens, grad.contiguous(), ctx)
         meet = ctx.meet
         out, meet.pieces = meet.pieces, None
         if out is None:                 # no pieces' gradient (yet): this use's own, as untied
