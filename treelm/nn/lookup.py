@@ -84,19 +84,17 @@ class RowLookup:
         backward (two uses of one embedding in one loss), a fresh tensor instead: autograd may
         hold this gradient until then, and that backward would write over the buffer."""
         self.pending.discard(ctx)
+        index = tokens.reshape(-1)
+        rows = grad.reshape(index.numel(), -1)
         if self.pending:
-            index = tokens.reshape(-1)
-            fresh = torch.zeros(shape, dtype=grad.dtype)
-            return fresh.index_add_(0, index, grad.reshape(index.numel(), -1))
+            return torch.zeros(shape, dtype=grad.dtype).index_add_(0, index, rows)
         buf = self.buffer
         if buf is None or buf.shape != shape or buf.dtype != grad.dtype:
             buf = self.buffer = torch.zeros(shape, dtype=grad.dtype)
         elif self.touched is not None:
             buf.index_fill_(0, self.touched, 0.0)
-        index = tokens.reshape(-1)
-        buf.index_add_(0, index, grad.reshape(index.numel(), -1))
         self.touched = index
-        return buf
+        return buf.index_add_(0, index, rows)
 
 
 class _Rows(torch.autograd.Function):

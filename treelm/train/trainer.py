@@ -28,15 +28,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from treelm import heap, omp
-from treelm.kernels import cpu_cache, precision
+from treelm import omp
+from treelm.kernels import precision
 from treelm.rundir.checkpoint import (
     model_signature,
 )
 from treelm.rundir.files import MetricsLog, RunFiles
 from treelm.rundir.lock import RunLock
 from treelm.tasks.base import Batch
-from treelm.train import budget, step_probe
+from treelm.train import budget, process, step_probe
 from treelm.train import distributed as D
 from treelm.train.builders import (
     build_optimizer,
@@ -51,7 +51,6 @@ from treelm.train.interrupts import StopRequests
 from treelm.train.optim import set_lr
 from treelm.train.persistence import Persistence
 from treelm.train.progress import Progress
-from treelm.train.reproducible import use_deterministic
 from treelm.train.state import LoopState
 from treelm.train.tensorboard import Board
 from treelm.train.trees import training_trees
@@ -71,14 +70,7 @@ class Trainer(Persistence, Validation):
         self.board: Board | None = None         # TensorBoard's view of the metrics log
         self.tc, self.config = read_config(cfg, new=not resume)  # all checked, nothing made
         self.cfg, self.files = self.config.raw, files
-        heap.keep()     # freed memory stays for the next step: no fresh pages each step
-        if not heap.user_chose():
-            cpu_cache.install()     # and large blocks come back without malloc's search
-        if self.tc.threads:
-            torch.set_num_threads(self.tc.threads)
-        torch.set_flush_denormal(self.tc.flush_denormal)
-        if self.tc.deterministic:       # before anything touches CUDA (cuBLAS reads its env)
-            use_deterministic()
+        process.configure(self.tc)     # memory, threads, number formats: before anything
         self.device = pick_device(self.tc.device)
         self.dist = D.setup(self.device)
         if self.device.type == "cuda" and self.dist.enabled:
