@@ -16,6 +16,8 @@ here first, times the threads; the 256-bit peak, the ceiling of an AVX2 kernel, 
 ``--dtype bfloat16``: autocast's products, on the backends that take them (``mm``, ``onednn`` and
 the bfloat16 panels, ``vdpbf16ps``, where the build and CPU run them: ``panel_bf16()``), the peak
 then ``vdpbf16ps``'s (``bf16 dot 512-bit``), and no AVX2 build (it has no bfloat16 panels).
+Where the bfloat16 panels run on AMX's tiles (``panel_amx()``: the record's ``panel_amx``), each
+row adds ``fraction_of_amx_peak``, against ``tdpbf16ps``'s rate (``bf16 amx tile``).
 ``chosen`` is what :mod:`treelm.kernels.gemm`'s rule (``Measurement.best``: packing plus
 ``--steps`` calls, the earlier backend on a near tie) takes from these figures among
 ``mm``/``mkl``/``onednn``/``panel`` with this build's panels, ``chosen_avx2_panel`` with the
@@ -194,9 +196,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ymm = simd_peak.runnable(f"{kind} 256")
     if not zmm + ymm:
         raise SystemExit(f"panel_tiles: this CPU runs no {kind} instruction to take a peak from")
-    peak_rows = simd_peak.measure(zmm + ymm, seconds=0.1 if args.quick else 0.3,
+    # bfloat16 panels on AMX's tiles (panel_amx()): their own ceiling, tdpbf16ps's, beside
+    amx = simd_peak.runnable("bf16 amx") if low and native.panel_amx() else []
+    peak_rows = simd_peak.measure(zmm + ymm + amx, seconds=0.1 if args.quick else 0.3,
                                   repeats=2 if args.quick else 5)
-    core_peak = max(r["gmacs_per_s"] for r in peak_rows.values())
+    amx_peak = next((peak_rows[k]["gmacs_per_s"] for k in amx if k in peak_rows), None)
+    core_peak = max(peak_rows[k]["gmacs_per_s"] for k in zmm + ymm)
     ymm_peak = max((peak_rows[k]["gmacs_per_s"] for k in ymm), default=None)
 
     results = []
@@ -212,6 +217,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                   for b, t in row["us_per_call"].items()}
             row["fraction_of_peak"] = {b: round(g / peak, 3)
                                        for b, g in row["gmacs_per_s"].items()}
+            if amx_peak:
+                row["fraction_of_amx_peak"] = {b: round(g / (amx_peak * threads), 3)
+                                               for b, g in row["gmacs_per_s"].items()}
             row["chosen"] = choice_of(row, native_label, args.steps)
             if "panel-avx2" in row["us_per_call"] and native_label != "panel-avx2":
                 row["chosen_avx2_panel"] = choice_of(row, "panel-avx2", args.steps)
@@ -224,8 +232,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record = {
         "dtype": args.dtype,
         "builds": {label: ext.panel_columns() for label, ext in panels.items()},
+        "panel_amx": bool(low and native.panel_amx()),
         "build_columns_note": "columns per panel of each build (32: the AVX-512 tiles)",
         "peak": {"one_core_gmacs_per_s": core_peak, "one_core_256bit_gmacs_per_s": ymm_peak,
+                 "amx_one_core_gmacs_per_s": amx_peak,
                  "kinds": peak_rows, "note": "fraction_of_peak = GMAC/s / (one core × threads)"},
         "repeats": args.repeats, "min_batch_s": args.min_batch_s, "steps": args.steps,
         "results": results,

@@ -380,6 +380,9 @@ def panel_tiles_section(path: Path, rec: dict) -> list[str]:
                 f"brackets the fraction of the peak ({peak['one_core_gmacs_per_s']} GMAC/s a "
                 f"core × threads); `chosen`: the GEMM choice's rule on these figures for "
                 f"{rec['steps']} steps a packing.")
+    if rec["peak"].get("amx_one_core_gmacs_per_s"):
+        out[-1] += (f" The bfloat16 panels ran on AMX's tiles (`panel_amx()`), whose peak is "
+                    f"{rec['peak']['amx_one_core_gmacs_per_s']} GMAC/s a core (`tdpbf16ps`).")
     labels = list(dict.fromkeys(b for r in rec["results"] for b in r["us_per_call"]))
     out += ["", "| product | m×k×n | threads | " + " | ".join(labels) + " | chosen |",
             "| --- | --- | ---: |" + " ---: |" * len(labels) + " --- |"]
@@ -480,11 +483,16 @@ def step_profile_section(path: Path, rec: dict) -> list[str]:
         out += ["", f"Against the FMA peak (`simd_peak`'s loops, measured by the script: "
                 f"{peak['fp32_peak_gmacs_per_s_per_core']} GMAC/s a core in fp32 at "
                 f"{peak['fp32_vector_bits']} bits, {peak['bf16_peak_gmacs_per_s_per_core']} in "
-                f"bf16 `vdpbf16ps`; × {rec['torch_threads']} threads): " + "; ".join(
+                f"bf16 `vdpbf16ps`" + (f", {peak['amx_bf16_peak_gmacs_per_s_per_core']} on AMX "
+                                       f"tiles (`tdpbf16ps`)"
+                                       if peak.get("amx_bf16_peak_gmacs_per_s_per_core") else "")
+                + f"; × {rec['torch_threads']} threads): " + "; ".join(
                     f"`{r['config']}` {r['precision']} {r['train_mmac_per_token']} MMAC a token,"
                     f" {r['gmacs_per_s']} GMAC/s, {100 * r['fraction_of_fp32_peak']:.0f}% of "
                     f"the fp32 peak" + (f", {100 * r['fraction_of_bf16_peak']:.0f}% of the bf16 "
                                         f"peak" if "fraction_of_bf16_peak" in r else "")
+                    + (f", {100 * r['fraction_of_amx_peak']:.0f}% of the AMX peak"
+                       if "fraction_of_amx_peak" in r else "")
                     for r in res if "gmacs_per_s" in r) + "."]
     out += ["", "Each phase, µs per token (share of the step):", "",
             "| config | " + " | ".join(res[0]["phases"]) + " |",

@@ -6,8 +6,11 @@ ceiling for what bfloat16 can do to a matrix product.
 A float32 product runs on fused multiply-adds (``vfmadd231ps``: one multiply-add per float32 lane
 per instruction); a bfloat16 product on x86 runs on ``vdpbf16ps`` (AVX512-BF16: per float32 lane,
 the dot product of two pairs of bfloat16 added to the lane, i.e. two multiply-adds) or on AMX
-tiles. Whether bfloat16 can be more than twice as fast as float32 for a product therefore depends
-on how many ``vdpbf16ps`` a core issues per cycle against ``vfmadd231ps``:
+tiles (``tdpbf16ps``: 8,192 multiply-adds an instruction, measured here as ``bf16 amx tile``
+where the CPU has amx_bf16 and Linux grants the tile state; its rate is the record's
+``amx_bf16_peak_gmacs_per_s``, apart from ``bf16_peak_gmacs_per_s``, the vector instruction's).
+Whether bfloat16 can be more than twice as fast as float32 for a product on the vector units
+therefore depends on how many ``vdpbf16ps`` a core issues per cycle against ``vfmadd231ps``:
 
     peak ratio = (bf16 multiply-adds / s) / (fp32 multiply-adds / s)
                = 2 × (vdpbf16ps issued / s) / (vfmadd231ps issued / s)
@@ -81,6 +84,50 @@ _KINDS = {
                          "_mm256_castsi256_ps(_mm256_set1_epi16(0x3f80))", 16),
 }
 
+#: AMX (``tdpbf16ps``: a 16 × 32 bfloat16 tile by a 32 × 16 one into a 16 × 16 float32 tile,
+#: 8,192 multiply-adds an instruction), where the CPU has it and Linux grants the tile state: 4
+#: accumulator tiles in turn (its latency is a few times its issue interval), ``ACC`` products an
+#: iteration as the vector loops do; ``run`` returns -1 where the state is not granted
+_AMX_KIND = "bf16 amx tile"
+_AMX_MACS = 16 * 16 * 32
+_AMX_SOURCE = r"""
+#include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static volatile float sink;
+struct cfg { unsigned char palette, start, reserved[14]; unsigned short colsb[16];
+             unsigned char rows[16]; } __attribute__((aligned(64)));
+
+double run(long iters) {
+    static int granted = -1;
+    if (granted < 0) granted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    if (!granted) return -1.0;
+    struct cfg c; memset(&c, 0, sizeof c); c.palette = 1;
+    for (int t = 0; t < 6; ++t) { c.rows[t] = 16; c.colsb[t] = 64; }
+    static unsigned short a[16 * 32] __attribute__((aligned(64)));
+    static unsigned short b[16 * 32] __attribute__((aligned(64)));
+    static float out[16 * 16] __attribute__((aligned(64)));
+    for (int i = 0; i < 16 * 32; ++i) { a[i] = 0x3f80; b[i] = 0x3380; }   /* 1.0, 6e-8 */
+    _tile_loadconfig(&c);
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, a, 64); _tile_loadd(5, b, 64);
+    double t0 = now();
+    for (long n = 0; n < iters; ++n) {
+        %(steps)s
+    }
+    double dt = now() - t0;
+    _tile_stored(0, out, 64); sink = out[0];
+    _tile_release();
+    return dt;
+}
+"""
+
 _BODY = """
 double run(long iters) {
 #define STEP(c, x, y) %(step)s
@@ -92,7 +139,8 @@ double run(long iters) {
 #: the CPU flags each kind needs (``/proc/cpuinfo`` names)
 _NEEDS = {"fp32 fma 512-bit": {"avx512f"}, "fp32 fma 256-bit": {"avx2", "fma"},
           "bf16 dot 512-bit": {"avx512f", "avx512_bf16"},
-          "bf16 dot 256-bit": {"avx512f", "avx512vl", "avx512_bf16"}}
+          "bf16 dot 256-bit": {"avx512f", "avx512vl", "avx512_bf16"},
+          _AMX_KIND: {"amx_tile", "amx_bf16"}}
 
 
 def _flags() -> set[str]:
@@ -107,16 +155,26 @@ def _flags() -> set[str]:
 
 def build(kind: str, work: Path) -> ctypes.CDLL:
     """Compile ``kind``'s loop into a shared library in ``work`` and load it."""
-    flags, width, step, value, _ = _KINDS[kind]
-    body = _BODY % {"step": step, "set": value, "w": width, "lanes": width // 32}
     stem = kind.replace(" ", "_").replace("-", "")
     src, lib = work / f"{stem}.c", work / f"{stem}.so"
+    if kind == _AMX_KIND:
+        flags = "-mamx-tile -mamx-bf16"
+        src.write_text(_AMX_SOURCE % {"steps": " ".join(
+            f"_tile_dpbf16ps({i % 4}, 4, 5);" for i in range(ACC))})
+        return _load(src, lib, flags, kind)
+    flags, width, step, value, _ = _KINDS[kind]
+    body = _BODY % {"step": step, "set": value, "w": width, "lanes": width // 32}
     # the accumulators spelled out one by one: an array of them would live in memory at -O2
     src.write_text(_SOURCE % {
         "declare": " ".join(f"T acc{i} = ZERO();" for i in range(ACC)),
         "opaque": ", ".join(f'"+v"(acc{i})' for i in range(ACC)),
         "steps": " ".join(f"acc{i} = STEP(acc{i}, a, b);" for i in range(ACC)),
         "sums": " ".join(f"s = SUM(s, acc{i});" for i in range(1, ACC))} + body)
+    return _load(src, lib, flags, kind)
+
+
+def _load(src: Path, lib: Path, flags: str, kind: str) -> ctypes.CDLL:
+    """``src`` compiled with ``flags`` into ``lib``, loaded, its ``run`` typed."""
     cmd = ["cc", "-O2", "-shared", "-fPIC", *flags.split(), str(src), "-o", str(lib)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode:
@@ -131,6 +189,8 @@ def measure(kinds: list[str], seconds: float = 0.5, repeats: int = 7) -> dict[st
     multiply-adds per second, the best of ``repeats`` runs of about ``seconds`` each."""
     with tempfile.TemporaryDirectory() as tmp:
         libs = {k: build(k, Path(tmp)) for k in kinds}
+        # AMX's tile state not granted (a kernel before Linux 5.16): that row is left out
+        kinds = [k for k in kinds if libs[k].run(1) >= 0]
         iters = {}
         for k in kinds:   # size each loop to about `seconds`
             n = 1_000_000
@@ -143,7 +203,7 @@ def measure(kinds: list[str], seconds: float = 0.5, repeats: int = 7) -> dict[st
                 best[k] = min(best[k], libs[k].run(iters[k]) / iters[k])
     rows = {}
     for k in kinds:
-        per_instr = _KINDS[k][4]
+        per_instr = _AMX_MACS if k == _AMX_KIND else _KINDS[k][4]
         rows[k] = {"instructions_per_ns": round(ACC / best[k] / 1e9, 3),
                    "gmacs_per_s": round(ACC * per_instr / best[k] / 1e9, 1),
                    "macs_per_instruction": per_instr}
@@ -153,7 +213,7 @@ def measure(kinds: list[str], seconds: float = 0.5, repeats: int = 7) -> dict[st
 def runnable(prefix: str = "") -> list[str]:
     """The kinds (starting with ``prefix``) whose instructions this CPU has."""
     have = _flags()
-    return [k for k in _KINDS if k.startswith(prefix) and _NEEDS[k] <= have]
+    return [k for k in _NEEDS if k.startswith(prefix) and _NEEDS[k] <= have]
 
 
 def record(seconds: float = 0.5, repeats: int = 7) -> dict[str, Any]:
@@ -162,11 +222,14 @@ def record(seconds: float = 0.5, repeats: int = 7) -> dict[str, Any]:
     kinds = runnable()
     rows = measure(kinds, seconds, repeats)
     fp32 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("fp32")), default=None)
-    bf16 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("bf16")), default=None)
+    bf16 = max((rows[k]["gmacs_per_s"] for k in rows if k.startswith("bf16 dot")),
+               default=None)
+    amx = rows.get(_AMX_KIND, {}).get("gmacs_per_s")
     return {"one_core": rows, "accumulators": ACC, "seconds": seconds,
-            "repeats": repeats, "skipped (CPU lacks the flags)": [k for k in _KINDS
+            "repeats": repeats, "skipped (CPU lacks the flags)": [k for k in _NEEDS
                                                                    if k not in kinds],
             "fp32_peak_gmacs_per_s": fp32, "bf16_peak_gmacs_per_s": bf16,
+            "amx_bf16_peak_gmacs_per_s": amx,
             "bf16_over_fp32_peak": round(bf16 / fp32, 2) if fp32 and bf16 else None}
 
 

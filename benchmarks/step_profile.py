@@ -23,8 +23,9 @@ of rare words; forward + backward = 3 × forward) give its GMAC/s and its **frac
 FMA peak**: of ``threads`` cores at ``simd_peak``'s float32 rate for the vector width PyTorch
 runs here (``benchmarks/simd_peak.py``, measured at the start of this script; 256-bit on the
 AVX2 path, the proxy's too), and in bf16 of its ``vdpbf16ps`` rate as well. An AMX CPU's bf16
-products run on its tiles, which no such loop measures: there the bf16 fraction can pass 1 and
-is no ceiling.
+products run on its tiles (oneDNN's, and treelm's panels where ``panel_amx()``), faster than
+``vdpbf16ps``: there the bf16 fraction can pass 1 and is no ceiling, and the record adds the
+fraction of ``simd_peak``'s ``tdpbf16ps`` rate (``fraction_of_amx_peak``), the tiles' ceiling.
 
 The step runs as ``treelm train`` runs it, its OpenMP threads waiting as the command line has
 them wait (:mod:`treelm.omp`: ``GOMP_SPINCOUNT`` set before torch loads, unless the environment
@@ -184,10 +185,11 @@ def peaks(seconds: float = PEAK_SECONDS) -> dict[str, Any]:
     width = "512" if torch.backends.cpu.get_cpu_capability() == "AVX512" else "256"
     rows = m["one_core"]
     fp32 = rows.get(f"fp32 fma {width}-bit", {}).get("gmacs_per_s")
-    bf16 = max((r["gmacs_per_s"] for k, r in rows.items() if k.startswith("bf16")),
+    bf16 = max((r["gmacs_per_s"] for k, r in rows.items() if k.startswith("bf16 dot")),
                default=None)
     return {"simd_peak_one_core": rows, "fp32_vector_bits": int(width),
-            "fp32_peak_gmacs_per_s_per_core": fp32, "bf16_peak_gmacs_per_s_per_core": bf16}
+            "fp32_peak_gmacs_per_s_per_core": fp32, "bf16_peak_gmacs_per_s_per_core": bf16,
+            "amx_bf16_peak_gmacs_per_s_per_core": m.get("amx_bf16_peak_gmacs_per_s")}
 
 
 def fractions(result: dict[str, Any], macs: float | None, peak: dict[str, Any]) -> None:
@@ -206,6 +208,9 @@ def fractions(result: dict[str, Any], macs: float | None, peak: dict[str, Any]) 
     if result["precision"] == "bf16" and peak["bf16_peak_gmacs_per_s_per_core"]:
         result["fraction_of_bf16_peak"] = _digits(
             rate / (cores * peak["bf16_peak_gmacs_per_s_per_core"]), 4)
+    if result["precision"] == "bf16" and peak.get("amx_bf16_peak_gmacs_per_s_per_core"):
+        result["fraction_of_amx_peak"] = _digits(
+            rate / (cores * peak["amx_bf16_peak_gmacs_per_s_per_core"]), 4)
 
 
 def _digits(x: float, n: int) -> float:

@@ -136,17 +136,15 @@ def _bf16_panels() -> bool:
     return ext is not None and ext.panel_bf16()
 
 
-@pytest.mark.skipif(not _bf16_panels(),
-                    reason="no bfloat16 panels here (an AVX-512 build on a CPU with avx512_bf16)")
-def test_the_bf16_panel_kernel_against_float64() -> None:
-    """The bfloat16 panels (``vdpbf16ps``: pairs of k in a panel's row) against the product of
-    the same bfloat16 values in float64: within the float32 sum's error and the one rounding of
-    the result to bfloat16, over every row remainder of the 10-row tile, every last panel, odd
-    and even K (an odd K's last value has no partner), A contiguous, transposed and strided,
-    weights packed from transposed views; and the panel backend is usable for bfloat16 here."""
-    ext, nr = build.load(), build.load().panel_columns()
+def check_bf16_panel_kernel(ext: Any) -> None:
+    """The bfloat16 panels of ``ext`` (``vdpbf16ps`` tiles, or AMX's where ``panel_amx()``)
+    against the product of the same bfloat16 values in float64: within the float32 sum's error
+    and the one rounding of the result to bfloat16, over every row remainder of the 10-row tile,
+    every last panel, odd and even K (an odd K's last value has no partner) and K on either side
+    of AMX's 32-k blocks, A contiguous, transposed and strided, weights packed from transposed
+    views; a panel packed for another K refused."""
+    nr = ext.panel_columns()
     gen = torch.Generator().manual_seed(0)
-    assert "panel" in gemm.usable_backends(torch.bfloat16)
 
     def check(m: int, k: int, n: int, layout: str, transposed: bool) -> None:
         w = (torch.randn(k, n, generator=gen).t() if transposed
@@ -159,6 +157,8 @@ def test_the_bf16_panel_kernel_against_float64() -> None:
             a = torch.randn(m, k, generator=gen).bfloat16()
         packed = ext.panel_pack(w)
         assert tuple(packed.shape) == ((n + nr - 1) // nr, (k + 1) // 2, 2 * nr)
+        # each panel padded to blocks of 16 rows of pairs (the AMX tiles' 32 k)
+        assert packed.stride(0) == -(-((k + 1) // 2) // 16) * 16 * 2 * nr
         assert packed.dtype == torch.bfloat16
         got = ext.panel_mm(a, packed, n)
         assert got.dtype == torch.bfloat16 and got.shape == (m, n)
@@ -178,7 +178,8 @@ def test_the_bf16_panel_kernel_against_float64() -> None:
     for n in range(1, 2 * nr + 1):
         for m in (3, 20, 23):
             check(m, 5 + n % 2, n, layouts[(m + n) % 3], transposed=n % 2 == 1)
-    for m, k, n in ((20, 400, 1680), (20, 1680, 400), (64, 37, 200), (1, 1151, 97)):
+    for m, k, n in ((20, 400, 1680), (20, 1680, 400), (64, 37, 200), (1, 1151, 97),
+                    (16, 31, 40), (17, 32, 33), (11, 33, 64), (25, 64, 7), (20, 95, 32)):
         for layout in layouts:
             check(m, k, n, layout, transposed=layout == "strided")
     w = torch.randn(nr, 8).bfloat16()
@@ -186,6 +187,46 @@ def test_the_bf16_panel_kernel_against_float64() -> None:
         ext.panel_mm(torch.randn(2, 8), ext.panel_pack(w), nr)
     with pytest.raises(RuntimeError, match="does not match"):     # panels for K = 9
         ext.panel_mm(torch.randn(2, 9).bfloat16(), ext.panel_pack(w), nr)
+
+
+@pytest.mark.skipif(not _bf16_panels(),
+                    reason="no bfloat16 panels here (an AVX-512 build on a CPU with avx512_bf16)")
+def test_the_bf16_panel_kernel_against_float64() -> None:
+    """The loaded build's bfloat16 panels (AMX's tiles where this CPU grants them), and the panel
+    backend is usable for bfloat16 here."""
+    assert "panel" in gemm.usable_backends(torch.bfloat16)
+    check_bf16_panel_kernel(build.load())
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.split(":", 1)[-1].split())
+
+
+@pytest.mark.skipif(not _bf16_panels() or not build.load().panel_amx(),
+                    reason="no AMX tiles here (a CPU with amx_bf16 whose tile state Linux grants)")
+def test_the_vdpbf16ps_tiles_where_amx_is_switched_off() -> None:
+    """On an AMX CPU the bfloat16 panels run on its tiles; with ``TREELM_PANEL_AMX=0`` (in a
+    process of its own: the choice is made once per process) on the ``vdpbf16ps`` tiles, which
+    must hold to the same float64 bound; and the AMX tiles are on where the CPU says it has
+    amx_bf16."""
+    assert {"amx_bf16", "amx_tile"} <= _cpu_flags()
+    code = (f"import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('t', {str(Path(__file__))!r})\n"
+            f"t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)\n"
+            f"from treelm.kernels import build\n"
+            f"ext = build.load()\n"
+            f"assert ext.panel_bf16() and not ext.panel_amx()\n"
+            f"t.check_bf16_panel_kernel(ext)\n"
+            f"print('vdpbf16ps panels checked')\n")
+    env = {**os.environ, "TREELM_PANEL_AMX": "0", "OMP_NUM_THREADS": "2"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert done.returncode == 0 and "vdpbf16ps panels checked" in done.stdout, done.stderr[-3000:]
 
 
 def test_panel_backend_for_bfloat16_exactly_where_the_cpu_has_it() -> None:

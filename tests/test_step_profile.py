@@ -77,3 +77,23 @@ def test_report_renders_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert f"| `configs/tiny-lm.yaml` | 4 × 12 | {r['optimizer']} |" in text
     assert f"{r['tokens_per_s']:,.0f} | 1.00× |" in text
     assert f"`{r['top_ops'][0]['op']}`" in text and "forward+loss" in text
+
+
+def test_fractions_of_each_peak_by_hand() -> None:
+    """A bf16 step's GMAC/s against the float32 FMA peak, ``vdpbf16ps``'s and, where measured,
+    AMX's tiles' (each × the threads); a float32 step gets neither bf16 fraction."""
+    import torch
+
+    sp = _load()
+    peak = {"fp32_peak_gmacs_per_s_per_core": 100.0, "bf16_peak_gmacs_per_s_per_core": 50.0,
+            "amx_bf16_peak_gmacs_per_s_per_core": 1000.0}
+    threads = torch.get_num_threads()
+    r = {"tokens_per_s": 1000.0, "precision": "bf16"}
+    sp.fractions(r, 2e7, peak)                   # 20 MMAC a token: 20 GMAC/s
+    assert r["gmacs_per_s"] == 20.0
+    assert r["fraction_of_fp32_peak"] == pytest.approx(0.2 / threads, rel=1e-3)
+    assert r["fraction_of_bf16_peak"] == pytest.approx(0.4 / threads, rel=1e-3)
+    assert r["fraction_of_amx_peak"] == pytest.approx(0.02 / threads, rel=1e-3)
+    f = {"tokens_per_s": 1000.0, "precision": "fp32"}
+    sp.fractions(f, 2e7, {**peak, "amx_bf16_peak_gmacs_per_s_per_core": None})
+    assert "fraction_of_bf16_peak" not in f and "fraction_of_amx_peak" not in f

@@ -54,8 +54,37 @@
 // denormal inputs as zero, as oneDNN's bf16 kernels on this instruction do); the result is
 // rounded to bfloat16 to the nearest, ties to even, as PyTorch rounds (common.h round_bf16),
 // since autocast's product returns bfloat16.
+//
+// Each bfloat16 panel is padded with zero rows of pairs to a multiple of 16 (BF16_BLOCK): the
+// tensor panel_pack returns is a view of (P, ⌈K/2⌉, 2·NR) whose panels lie BF16_BLOCK-row
+// blocks apart (stride(0) = bf16_rows(K) · 2·NR), so that its shape still names K.
+//
+// AMX (Intel's tile unit), where the CPU has amx_bf16 and Linux grants the tile state
+// (panel_amx(); TREELM_PANEL_AMX=0 leaves it alone): the same panels through tdpbf16ps, which
+// multiplies a tile of R rows × 32 k of A by 32 k (16 rows of pairs) × 16 columns of a panel,
+// adding into R × 16 float32 sums:
+//
+//   tiles 0, 1: the sums of the panel's two halves; 2: A's block (R × 64 bytes); 3, 4: the
+//   panel's halves of the block (16 rows of 64 bytes, 128 apart: the layout above as it is).
+//   C[i][j] = bf16( sums[i][j] ), the blocks added in order of k
+//
+// (One chain of sums per half: on the Xeon a tdpbf16ps that waits on the one before issued as
+// often as independent ones did, about every 5 ns, so splitting the sums gained nothing.)
+//
+// The last block of a K that is no multiple of 32 reads A from a copy of its last columns
+// padded with zeros (the panel's own padding is zero too), so no tile reads past a row.
+// Why: on a 2-core Intel Xeon (6/167, AMX) the tree config's per-step products (20×400)·(400×1680)
+// and (20×1680)·(1680×400) in bfloat16 took about 0.09 and 0.14 ms on oneDNN (which also
+// re-packed the weight at every sequence, 13% of a bf16 step) and 0.16 ms on the vdpbf16ps
+// tiles, whose instruction this Xeon issues at half its float32 FMA rate
+// (benchmarks/panel_tiles.py --dtype bfloat16 has the tiles' record). Each row's sums are the
+// same whatever the tile's other rows, so the loops' two schedules give the same bits here too;
+// they differ from the vdpbf16ps tiles' in the sums' order.
 
 #include "common.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -64,6 +93,12 @@
 // rest, and panel_bf16() says false)
 #if (defined(__clang__) && __clang_major__ >= 11) || (!defined(__clang__) && __GNUC__ >= 10)
 #define TREELM_PANEL_BF16 1
+// the AMX tiles: GCC 11 or clang 12 (their intrinsics), on Linux (the tile state is granted by
+// arch_prctl)
+#if defined(__linux__) && defined(__x86_64__) && \
+    ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
+#define TREELM_PANEL_AMX 1
+#endif
 #endif
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -262,6 +297,112 @@ TREELM_BF16 void remainder_tile_bf16(int64_t rows, int64_t K, const uint16_t* A,
 }
 #endif
 
+// rows of pairs per bfloat16 panel: ⌈K/2⌉ padded to a multiple of BF16_BLOCK (the header)
+constexpr int64_t BF16_BLOCK = 16;
+inline int64_t bf16_rows(int64_t K) {
+  return ((K + 1) / 2 + BF16_BLOCK - 1) / BF16_BLOCK * BF16_BLOCK;
+}
+
+#ifdef TREELM_PANEL_AMX
+#define TREELM_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+
+// Whether the CPU has AMX's tiles and bfloat16 products (CPUID 7.0: EDX bits 24 and 22), the OS
+// saves their state (XCR0 bits 17, 18) and grants it to this process (Linux 5.16 on), unless
+// TREELM_PANEL_AMX=0; asked once
+bool amx_granted() {
+  const char* env = std::getenv("TREELM_PANEL_AMX");
+  if (env != nullptr && std::string(env) == "0") return false;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+  if (!((d >> 24) & 1) || !((d >> 22) & 1)) return false;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+  if (!((c >> 27) & 1)) return false;                                 // OSXSAVE: xgetbv runs
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if (((lo >> 17) & 3) != 3) return false;
+  constexpr long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+  return __builtin_cpu_supports("avx512bf16") &&
+         syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+// The tiles' shapes for R rows of A (palette 1: 8 tiles of at most 16 rows × 64 bytes)
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// A thread's tiles for one run of tasks: configured for R rows when R changes, released at the
+// end (other code on this thread, oneDNN's, loads its own configuration: none is assumed)
+class AmxTiles {
+ public:
+  TREELM_AMX void shape(int64_t R) {
+    if (R == rows_) return;
+    TileConfig c;
+    for (int t = 0; t < 3; ++t) c.rows[t] = static_cast<uint8_t>(R), c.colsb[t] = 64;
+    for (int t = 3; t < 5; ++t) c.rows[t] = BF16_BLOCK, c.colsb[t] = 64;
+    _tile_loadconfig(&c);
+    rows_ = R;
+  }
+  TREELM_AMX ~AmxTiles() {
+    if (rows_ > 0) _tile_release();
+  }
+
+ private:
+  int64_t rows_ = 0;
+};
+
+// C[0..R)[0..cols) = A[0..R)[0..K) · panel through the tiles (the header); `tail`: A's last
+// K mod 32 columns padded with zeros to 32, row stride 32 (or null where K is a multiple of 32)
+TREELM_AMX void tile_amx(AmxTiles& tiles, int64_t R, int64_t K, const uint16_t* A, int64_t lda,
+                         const uint16_t* tail, const uint16_t* panel, uint16_t* C, int64_t ldc,
+                         int64_t cols, const uint16_t* next) {
+  constexpr int64_t ROW = 2 * NR;                   // bf16 values in a panel's row of pairs
+  constexpr int64_t BLOCK = BF16_BLOCK * ROW;       // one block of 32 k in a panel
+  tiles.shape(R);
+  _tile_zero(0);
+  _tile_zero(1);
+  const int64_t full = K / 32, blocks = (K + 31) / 32;
+  for (int64_t kb = 0; kb < blocks; ++kb) {
+    const uint16_t* b = panel + kb * BLOCK;
+    if (next) {                                     // the block's 32 lines of the next panel
+      for (int64_t l = 0; l < BLOCK; l += 32)
+        _mm_prefetch(reinterpret_cast<const char*>(next + kb * BLOCK + l), _MM_HINT_T1);
+    }
+    if (kb < full)
+      _tile_loadd(2, A + kb * 32, lda * 2);
+    else
+      _tile_loadd(2, tail, 64);
+    _tile_loadd(3, b, ROW * 2);
+    _tile_loadd(4, b + NR, ROW * 2);
+    _tile_dpbf16ps(0, 2, 3);
+    _tile_dpbf16ps(1, 2, 4);
+  }
+  alignas(64) float sums[16][NR];
+  _tile_stored(0, &sums[0][0], NR * 4);
+  _tile_stored(1, &sums[0][16], NR * 4);
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF)
+                       : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
+  for (int64_t r = 0; r < R; ++r) {
+    store_bf16(C + r * ldc, _mm512_load_ps(sums[r]), m0);
+    store_bf16(C + r * ldc + 16, _mm512_load_ps(sums[r] + 16), m1);
+  }
+}
+
+// rows [r0, r1) of A's last K mod 32 columns, padded with zeros to 32 (the last block's operand)
+std::vector<uint16_t> amx_tail(const uint16_t* A, int64_t lda, int64_t K, int64_t r0,
+                               int64_t r1) {
+  const int64_t k0 = K / 32 * 32;
+  if (k0 == K) return {};
+  std::vector<uint16_t> tail((r1 - r0) * 32, 0);
+  for (int64_t r = r0; r < r1; ++r)
+    std::memcpy(tail.data() + (r - r0) * 32, A + r * lda + k0, (K - k0) * sizeof(uint16_t));
+  return tail;
+}
+#endif
+
 // The product's work as tasks of one panel by one register tile of rows (MR), in panel order,
 // split between the threads in equal runs: `rows(p, r0, m, next)` computes rows [r0, r0 + m) of
 // panel p, and fetches panel `next` (or none, -1) into L2 meanwhile where the thread's next task
@@ -269,7 +410,11 @@ TREELM_BF16 void remainder_tile_bf16(int64_t rows, int64_t K, const uint16_t* A,
 // unevenly (the tree config's backward, 13 panels, ran 7 against 6 on 2 threads); tasks of a
 // tile differ by a tile at most, and a thread's run keeps a panel's tiles together, so each panel
 // is still brought in once per thread.
-template <typename Rows>
+// `State`: what a thread keeps for its run of tasks (the AMX tiles' configuration), made at the
+// run's start and dropped at its end.
+struct NoState {};
+
+template <typename State = NoState, typename Rows>
 void for_tasks(int64_t M, int64_t K, int64_t P, const Rows& rows) {
   const int64_t tiles = (M + MR - 1) / MR;
   // tasks per run: about a million multiply-adds at least, so that a batch-1 product of a small
@@ -277,10 +422,12 @@ void for_tasks(int64_t M, int64_t K, int64_t P, const Rows& rows) {
   const int64_t grain =
       std::max<int64_t>(1, 65536 / std::max<int64_t>(1, std::min<int64_t>(M, MR) * K));
   at::parallel_for(0, P * tiles, grain, [&](int64_t t0, int64_t t1) {
+    State state;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t p = t / tiles, r0 = (t % tiles) * MR;
       const bool last = t % tiles == tiles - 1;
-      rows(p, r0, std::min(MR, static_cast<int>(M - r0)), last && t + 1 < t1 ? p + 1 : -1);
+      rows(state, p, r0, std::min(MR, static_cast<int>(M - r0)),
+           last && t + 1 < t1 ? p + 1 : -1);
     }
   });
 }
@@ -296,13 +443,23 @@ bool panel_bf16() {
 #endif
 }
 
+bool panel_amx() {
+#ifdef TREELM_PANEL_AMX
+  static const bool has = panel_bf16() && amx_granted();
+  return has;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
-// bfloat16 panels: pairs of k side by side (the layout in the header)
+// bfloat16 panels: pairs of k side by side, each panel padded to bf16_rows(K) rows (the layout
+// in the header); the view of its first ⌈K/2⌉ rows
 at::Tensor pack_bf16(const at::Tensor& b) {
   TORCH_CHECK(panel_bf16(), "panel_pack: bfloat16 panels need an AVX-512 build on a CPU with "
               "avx512_bf16 (panel_bf16() is false here)");
-  const int64_t N = b.size(0), K = b.size(1), P = (N + NR - 1) / NR, K2 = (K + 1) / 2;
+  const int64_t N = b.size(0), K = b.size(1), P = (N + NR - 1) / NR, K2 = bf16_rows(K);
   at::Tensor out = at::zeros({P, K2, 2 * NR}, b.options());
   const uint16_t* src = reinterpret_cast<const uint16_t*>(b.data_ptr<at::BFloat16>());
   const int64_t sn = b.stride(0), sk = b.stride(1);
@@ -317,7 +474,7 @@ at::Tensor pack_bf16(const at::Tensor& b) {
           panel[(k / 2) * 2 * NR + 2 * j + k % 2] = rows[j * sn + k * sk];
     }
   });
-  return out;
+  return out.narrow(1, 0, (K + 1) / 2);
 }
 
 }  // namespace
@@ -347,16 +504,19 @@ at::Tensor panel_pack(const at::Tensor& b) {
 void panel_check(const at::Tensor& packed, int64_t K, int64_t n, at::ScalarType dtype) {
   // panels of another width come from a build for another instruction set (panel_columns());
   // the tiles' aligned loads need each panel on a 64-byte boundary (as panel_pack allocates it);
-  // bfloat16 panels hold K/2 rows of pairs
+  // bfloat16 panels hold K/2 rows of pairs, bf16_rows(K) apart
   const bool bf16 = dtype == at::kBFloat16;
   const int64_t rows = bf16 ? (K + 1) / 2 : K, width = bf16 ? 2 * NR : NR;
-  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == rows && packed.size(2) == width &&
-                  packed.scalar_type() == dtype && packed.is_contiguous() &&
+  const bool laid_out = packed.dim() == 3 && packed.stride(2) == 1 &&
+                        packed.stride(1) == width &&
+                        packed.stride(0) == (bf16 ? bf16_rows(K) : K) * width;
+  TORCH_CHECK(laid_out && packed.size(1) == rows && packed.size(2) == width &&
+                  packed.scalar_type() == dtype &&
                   (n + NR - 1) / NR == packed.size(0) &&
                   reinterpret_cast<std::uintptr_t>(packed.data_ptr()) % 64 == 0,
               "panel_mm: the packed operand does not match (M, ", num(K), ") and N = ", num(n),
-              " in panels of ", num(NR), " columns of the same dtype, contiguous and 64-byte "
-              "aligned");
+              " in panels of ", num(NR), " columns of the same dtype, laid out as panel_pack "
+              "lays them and 64-byte aligned");
   TORCH_CHECK(!bf16 || panel_bf16(), "panel_mm: bfloat16 panels need avx512_bf16 (and an "
               "AVX-512 build by GCC 10 or clang 11 at least)");
 }
@@ -397,10 +557,25 @@ void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const float* A, 
 void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const at::BFloat16* A,
                 int64_t lda, at::BFloat16* C, int64_t r0, int64_t r1) {
 #ifdef TREELM_PANEL_BF16
-  rows_here(r0, r1, packed.size(0), ((K + 1) / 2) * 2 * NR, n,
-            reinterpret_cast<const uint16_t*>(A), lda,
-            reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()),
-            reinterpret_cast<uint16_t*>(C),
+  const uint16_t* a0 = reinterpret_cast<const uint16_t*>(A);
+  const uint16_t* B = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
+  uint16_t* c0 = reinterpret_cast<uint16_t*>(C);
+  const int64_t size = packed.stride(0);
+#ifdef TREELM_PANEL_AMX
+  if (panel_amx()) {
+    AmxTiles tiles;
+    const std::vector<uint16_t> tail = amx_tail(a0, lda, K, r0, r1);
+    rows_here(r0, r1, packed.size(0), size, n, a0, lda, B, c0,
+              [&](int64_t m, const uint16_t* a, const uint16_t* panel, uint16_t* c,
+                  int64_t cols, const uint16_t* next) {
+                const uint16_t* t = tail.empty() ? nullptr
+                                                 : tail.data() + ((a - a0) / lda - r0) * 32;
+                tile_amx(tiles, m, K, a, lda, t, panel, c, n, cols, next);
+              });
+    return;
+  }
+#endif
+  rows_here(r0, r1, packed.size(0), size, n, a0, lda, B, c0,
             [&](int64_t m, const uint16_t* a, const uint16_t* panel, uint16_t* c, int64_t cols,
                 const uint16_t* next) {
               remainder_tile_bf16<MR>(m, K, a, lda, panel, c, n, cols, next);
@@ -419,7 +594,6 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   const int64_t M = a_.size(0), K = a_.size(1), P = packed.size(0);
   // rows with contiguous k (a size-1 dimension's stride means nothing, and contiguous() keeps it)
   const at::Tensor a = K > 1 && a_.stride(1) != 1 ? a_.contiguous() : a_;
-  const int64_t rows = bf16 ? (K + 1) / 2 : K, width = bf16 ? 2 * NR : NR;
   panel_check(packed, K, n, a_.scalar_type());
   TORCH_CHECK(out.size(0) == M && out.size(1) == n && out.is_contiguous() &&
                   out.scalar_type() == a_.scalar_type(), "panel_mm: out");
@@ -429,8 +603,20 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
     const uint16_t* A = reinterpret_cast<const uint16_t*>(a.data_ptr<at::BFloat16>());
     const uint16_t* B = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
     uint16_t* C = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
-    const int64_t size = rows * width;
-    for_tasks(M, K, P, [&](int64_t p, int64_t r0, int64_t m, int64_t next) {
+    const int64_t size = packed.stride(0);
+#ifdef TREELM_PANEL_AMX
+    if (panel_amx()) {
+      const std::vector<uint16_t> tail = amx_tail(A, lda, K, 0, M);
+      for_tasks<AmxTiles>(M, K, P, [&](AmxTiles& tiles, int64_t p, int64_t r0, int64_t m,
+                                       int64_t next) {
+        tile_amx(tiles, m, K, A + r0 * lda, lda, tail.empty() ? nullptr : tail.data() + r0 * 32,
+                 B + p * size, C + r0 * n + p * NR, n, std::min(NR, n - p * NR),
+                 next >= 0 ? B + next * size : nullptr);
+      });
+      return;
+    }
+#endif
+    for_tasks(M, K, P, [&](NoState&, int64_t p, int64_t r0, int64_t m, int64_t next) {
       remainder_tile_bf16<MR>(m, K, A + r0 * lda, lda, B + p * size, C + r0 * n + p * NR, n,
                               std::min(NR, n - p * NR), next >= 0 ? B + next * size : nullptr);
     });
@@ -443,7 +629,7 @@ void panel_mm_out(const at::Tensor& a_, const at::Tensor& packed, int64_t n, at:
   const float* A = a.data_ptr<float>();
   const float* B = packed.data_ptr<float>();
   float* C = out.data_ptr<float>();
-  for_tasks(M, K, P, [&](int64_t p, int64_t r0, int64_t m, int64_t next) {
+  for_tasks(M, K, P, [&](NoState&, int64_t p, int64_t r0, int64_t m, int64_t next) {
     remainder_tile<MR>(m, K, A + r0 * lda, lda, B + p * K * NR, C + r0 * n + p * NR, n,
                        std::min(NR, n - p * NR), next >= 0 ? B + next * K * NR : nullptr);
   });
@@ -461,6 +647,9 @@ void bind_panel_gemm(pybind11::module_& m) {
   namespace py = pybind11;
   m.def("panel_columns", &panel_columns,
         "columns per panel of this build's panel_pack: 32 with AVX-512, 16 otherwise");
+  m.def("panel_amx", &panel_amx,
+        "whether the bfloat16 panels run on AMX tiles here (amx_bf16, granted by Linux; "
+        "TREELM_PANEL_AMX=0 says no)");
   m.def("panel_bf16", &panel_bf16,
         "whether panel_pack and panel_mm take bfloat16 here (an AVX-512 build, avx512_bf16)");
   m.def("panel_pack", &panel_pack, "pack B (N, K) into panel_columns()-column panels",

@@ -15,7 +15,8 @@ A CPU build of PyTorch offers three ways to multiply, and treelm's C++ extension
   panels have). At batch 20 with AVX2 the libraries' kernels reach about 60% of the FMA peak on
   a step's product; this one is measured beside them and taken where it is faster, packing
   included. float32, and bfloat16 (``vdpbf16ps``) in an AVX-512 build on a CPU with avx512_bf16
-  (the extension's ``panel_bf16()``).
+  (the extension's ``panel_bf16()``), on AMX's tiles where the CPU has amx_bf16 and Linux
+  grants them (``panel_amx()``; ``TREELM_PANEL_AMX=0`` keeps ``vdpbf16ps``).
 
 Which one wins depends on the CPU, not on the code: MKL picks its fastest kernels by vendor, oneDNN
 by instruction set. On MKL packed, the fused ON-LSTM trained at 0.94× ``nn.LSTM``'s speed on an

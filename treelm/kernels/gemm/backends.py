@@ -9,7 +9,8 @@ treelm's own kernel for a few rows (``csrc/panel_gemm.cpp``: a time loop's per-s
 batch 20, where the libraries' kernels reach about 60% of an AVX2 CPU's FMA peak), in float32,
 and in bfloat16 where the extension is an AVX-512 build on a CPU with avx512_bf16 (its
 ``panel_bf16()``: oneDNN's bf16 linear ran the tree config's per-step products at 55-60% of a
-Zen 5's vdpbf16ps peak, these at 86-91%: ``panel_tiles-zen5-bf16-20261129.json``).
+Zen 5's vdpbf16ps peak, these at 86-91%: ``panel_tiles-zen5-bf16-20261129.json``), on AMX's
+tiles where the CPU has amx_bf16 and Linux grants them (``panel_amx()``; the same panels).
 The library ops are PyTorch internals, so their presence is probed, never assumed: a build
 without them, or one that renamed them, runs ``"mm"``; ``"panel"`` is there where treelm's C++
 extension loads (:mod:`treelm.kernels.build`).
