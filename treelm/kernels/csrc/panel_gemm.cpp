@@ -68,18 +68,21 @@
 //   panel's halves of the block (16 rows of 64 bytes, 128 apart: the layout above as it is).
 //   C[i][j] = bf16( sums[i][j] ), the blocks added in order of k
 //
-// (One chain of sums per half: on the Xeon a tdpbf16ps that waits on the one before issued as
-// often as independent ones did, about every 5 ns, so splitting the sums gained nothing.)
+// One chain of sums per half: the tiles' first form split each half's sums into two chains
+// (even and odd blocks), so that a tdpbf16ps need not wait on the one before; on the Xeon a
+// dependent tdpbf16ps issued as often as independent ones, and the split form's products were
+// the slower ones.
 //
 // The last block of a K that is no multiple of 32 reads A from a copy of its last columns
 // padded with zeros (the panel's own padding is zero too), so no tile reads past a row.
-// Why: on a 2-core Intel Xeon (6/167, AMX) the tree config's per-step products (20×400)·(400×1680)
-// and (20×1680)·(1680×400) in bfloat16 took about 0.09 and 0.14 ms on oneDNN (which also
-// re-packed the weight at every sequence, 13% of a bf16 step) and 0.16 ms on the vdpbf16ps
-// tiles, whose instruction this Xeon issues at half its float32 FMA rate
-// (benchmarks/panel_tiles.py --dtype bfloat16 has the tiles' record). Each row's sums are the
-// same whatever the tile's other rows, so the loops' two schedules give the same bits here too;
-// they differ from the vdpbf16ps tiles' in the sums' order.
+// Why: on a 2-core Intel Xeon (6/167, AMX), which issues vdpbf16ps at half its float32 FMA rate,
+// the tree config's per-step products (20×400)·(400×1680) and (20×1680)·(1680×400) took 38 and
+// 36 µs on oneDNN at 2 threads and 20 and 24 µs on these tiles
+// (benchmarks/panel_tiles.py --dtype bfloat16, panel_tiles-xeon-amx-bf16-20261201.json), and
+// oneDNN's re-packing of the weight at every sequence was 13% of a bf16 training step
+// (step_profile-xeon-amx-bf16-20261201.json; the panels pack in one plain pass). Each row's
+// sums are the same whatever the tile's other rows, so the loops' two schedules give the same
+// bits here too; they differ from the vdpbf16ps tiles' in the sums' order.
 
 #include "common.h"
 
