@@ -86,8 +86,8 @@ _KINDS = {
 
 #: AMX (``tdpbf16ps``: a 16 × 32 bfloat16 tile by a 32 × 16 one into a 16 × 16 float32 tile,
 #: 8,192 multiply-adds an instruction), where the CPU has it and Linux grants the tile state: 4
-#: accumulator tiles in turn (its latency is a few times its issue interval), ``ACC`` products an
-#: iteration as the vector loops do; ``run`` returns -1 where the state is not granted
+#: accumulator tiles in turn, ``ACC`` products an iteration as the vector loops do; ``run``
+#: returns -1 where the state is not granted
 _AMX_KIND = "bf16 amx tile"
 _AMX_MACS = 16 * 16 * 32
 _AMX_SOURCE = r"""

@@ -212,21 +212,11 @@ def _cpu_flags() -> set[str]:
 def test_the_vdpbf16ps_tiles_where_amx_is_switched_off() -> None:
     """On an AMX CPU the bfloat16 panels run on its tiles; with ``TREELM_PANEL_AMX=0`` (in a
     process of its own: the choice is made once per process) on the ``vdpbf16ps`` tiles, which
-    must hold to the same float64 bound; and the AMX tiles are on where the CPU says it has
-    amx_bf16."""
+    must hold to the same float64 bound; and where the tiles are on, ``/proc/cpuinfo`` names
+    amx_tile and amx_bf16."""
     assert {"amx_bf16", "amx_tile"} <= _cpu_flags()
-    code = (f"import importlib.util, sys\n"
-            f"spec = importlib.util.spec_from_file_location('t', {str(Path(__file__))!r})\n"
-            f"t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)\n"
-            f"from treelm.kernels import build\n"
-            f"ext = build.load()\n"
-            f"assert ext.panel_bf16() and not ext.panel_amx()\n"
-            f"t.check_bf16_panel_kernel(ext)\n"
-            f"print('vdpbf16ps panels checked')\n")
-    env = {**os.environ, "TREELM_PANEL_AMX": "0", "OMP_NUM_THREADS": "2"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=900)
-    assert done.returncode == 0 and "vdpbf16ps panels checked" in done.stdout, done.stderr[-3000:]
+    _check_in_own_process("assert ext.panel_bf16() and not ext.panel_amx()",
+                          "check_bf16_panel_kernel", {"TREELM_PANEL_AMX": "0"})
 
 
 def test_panel_backend_for_bfloat16_exactly_where_the_cpu_has_it() -> None:
@@ -259,19 +249,25 @@ def test_the_avx2_panel_kernel_in_its_own_process() -> None:
     """The AVX2 build (5 × 16 tiles) on an AVX-512 CPU, as ``TREELM_CXX_ISA=avx2`` loads it: in
     a process of its own, since one process loads one build (compiled there first where the
     cache lacks it)."""
+    _check_in_own_process("assert ext.panel_columns() == 16, ext.panel_columns()",
+                          "check_panel_kernel", {build.ISA_ENV: "avx2"})
+
+
+def _check_in_own_process(condition: str, check: str, env: dict[str, str]) -> None:
+    """This module's ``check`` on the extension a fresh process loads under ``env`` (a build or a
+    kernel is chosen once per process), after ``condition`` holds of that ``ext``."""
     code = (f"import importlib.util, sys\n"
             f"spec = importlib.util.spec_from_file_location('t', {str(Path(__file__))!r})\n"
             f"t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)\n"
             f"from treelm.kernels import build\n"
             f"ext = build.load()\n"
             f"assert ext is not None, build.unavailable_reason()\n"
-            f"assert ext.panel_columns() == 16, ext.panel_columns()\n"
-            f"t.check_panel_kernel(ext)\n"
-            f"print('avx2 panels checked')\n")
-    env = {**os.environ, build.ISA_ENV: "avx2", "OMP_NUM_THREADS": "2"}
+            f"{condition}\n"
+            f"t.{check}(ext)\n"
+            f"print('panels checked')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=900)
-    assert done.returncode == 0 and "avx2 panels checked" in done.stdout, done.stderr[-3000:]
+                          env={**os.environ, **env, "OMP_NUM_THREADS": "2"}, timeout=900)
+    assert done.returncode == 0 and "panels checked" in done.stdout, done.stderr[-3000:]
 
 
 def test_panel_packing_is_measured_and_single_products_never_pack() -> None:

@@ -309,22 +309,16 @@ inline int64_t bf16_rows(int64_t K) {
 #ifdef TREELM_PANEL_AMX
 #define TREELM_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
-// Whether the CPU has AMX's tiles and bfloat16 products (CPUID 7.0: EDX bits 24 and 22), the OS
-// saves their state (XCR0 bits 17, 18) and grants it to this process (Linux 5.16 on), unless
-// TREELM_PANEL_AMX=0; asked once
+// Whether the CPU has AMX's bfloat16 products (CPUID 7.0: EDX bit 22) and Linux grants this
+// process the tile state (5.16 on; the request fails where the CPU or the OS lacks the tiles),
+// unless TREELM_PANEL_AMX=0; asked once, by panel_amx()
 bool amx_granted() {
   const char* env = std::getenv("TREELM_PANEL_AMX");
   if (env != nullptr && std::string(env) == "0") return false;
   unsigned a = 0, b = 0, c = 0, d = 0;
   __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
-  if (!((d >> 24) & 1) || !((d >> 22) & 1)) return false;
-  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
-  if (!((c >> 27) & 1)) return false;                                 // OSXSAVE: xgetbv runs
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if (((lo >> 17) & 3) != 3) return false;
   constexpr long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
-  return __builtin_cpu_supports("avx512bf16") &&
+  return ((d >> 22) & 1) &&
          syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }
 
@@ -531,6 +525,7 @@ namespace {
 // sizes that differ by one at most (32 rows: 4 tiles of 8, not 3 of 10 and one of 2, whose
 // panel reads would feed 2 rows' multiply-adds each), the last tile fetching the next panel.
 // Each element is the same sum in the same order as for_tasks' tiles make it: the same bits.
+// `tile(rows, i, A's row i, panel, C's row i in the panel, columns, next)`.
 template <typename E, typename Tile>
 void rows_here(int64_t r0, int64_t r1, int64_t P, int64_t size, int64_t n, const E* A,
                int64_t lda, const E* B, E* C, const Tile& tile) {
@@ -539,7 +534,7 @@ void rows_here(int64_t r0, int64_t r1, int64_t P, int64_t size, int64_t n, const
     const E* next = p + 1 < P ? B + (p + 1) * size : nullptr;
     for (int64_t q = 0, i = r0; q < tiles; ++q) {
       const int64_t rows = m / tiles + (q < m % tiles ? 1 : 0);
-      tile(rows, A + i * lda, B + p * size, C + i * n + p * NR, std::min(NR, n - p * NR),
+      tile(rows, i, A + i * lda, B + p * size, C + i * n + p * NR, std::min(NR, n - p * NR),
            q == tiles - 1 ? next : nullptr);
       i += rows;
     }
@@ -551,7 +546,7 @@ void rows_here(int64_t r0, int64_t r1, int64_t P, int64_t size, int64_t n, const
 void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const float* A, int64_t lda,
                 float* C, int64_t r0, int64_t r1) {
   rows_here(r0, r1, packed.size(0), K * NR, n, A, lda, packed.data_ptr<float>(), C,
-            [&](int64_t m, const float* a, const float* panel, float* c, int64_t cols,
+            [&](int64_t m, int64_t, const float* a, const float* panel, float* c, int64_t cols,
                 const float* next) {
               remainder_tile<MR>(m, K, a, lda, panel, c, n, cols, next);
             });
@@ -569,18 +564,17 @@ void panel_rows(const at::Tensor& packed, int64_t K, int64_t n, const at::BFloat
     AmxTiles tiles;
     const std::vector<uint16_t> tail = amx_tail(a0, lda, K, r0, r1);
     rows_here(r0, r1, packed.size(0), size, n, a0, lda, B, c0,
-              [&](int64_t m, const uint16_t* a, const uint16_t* panel, uint16_t* c,
-                  int64_t cols, const uint16_t* next) {
-                const uint16_t* t = tail.empty() ? nullptr
-                                                 : tail.data() + ((a - a0) / lda - r0) * 32;
+              [&](int64_t m, int64_t i, const uint16_t* a, const uint16_t* panel,
+                  uint16_t* c, int64_t cols, const uint16_t* next) {
+                const uint16_t* t = tail.empty() ? nullptr : tail.data() + (i - r0) * 32;
                 tile_amx(tiles, m, K, a, lda, t, panel, c, n, cols, next);
               });
     return;
   }
 #endif
   rows_here(r0, r1, packed.size(0), size, n, a0, lda, B, c0,
-            [&](int64_t m, const uint16_t* a, const uint16_t* panel, uint16_t* c, int64_t cols,
-                const uint16_t* next) {
+            [&](int64_t m, int64_t, const uint16_t* a, const uint16_t* panel, uint16_t* c,
+                int64_t cols, const uint16_t* next) {
               remainder_tile_bf16<MR>(m, K, a, lda, panel, c, n, cols, next);
             });
 #else
