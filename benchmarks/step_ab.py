@@ -62,7 +62,21 @@ def one_run(config: str, overrides: list[str], warmup: int, steps: int) -> dict[
         seconds = time.perf_counter() - t0
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         return {"tokens_per_s": round(tokens / seconds, 1), "precision": tr.choice.precision,
-                "page_faults_per_step": round(faults / steps), "threads": torch.get_num_threads()}
+                "page_faults_per_step": round(faults / steps), "threads": torch.get_num_threads(),
+                "gemm": gemm_chosen()}
+
+
+def gemm_chosen() -> dict[str, str]:
+    """This process's GEMM backend per product (``"loop"``: a time loop's, over the batch
+    lengths it served; several backends joined by ``/`` where lengths chose differently): each
+    process measures its own, and among near ties the choice, with it the rate, flips."""
+    from treelm.kernels import gemm
+
+    chosen: dict[str, set[str]] = {}
+    for d in gemm.decisions():
+        name = f"{d['product']}{'ᵀ' if d['transpose'] else ''}{' loop' if d['steps'] > 1 else ''}"
+        chosen.setdefault(name, set()).add(d["backend"])
+    return {k: "/".join(sorted(v)) for k, v in sorted(chosen.items())}
 
 
 def run_tree(tree: Path, args: argparse.Namespace) -> dict[str, Any]:

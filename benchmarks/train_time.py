@@ -10,7 +10,8 @@ records, from the run's own metrics log, its wall time (the ``done`` event's ela
 run as ``train.max_minutes`` counts it), tokens, precision (``auto``'s choice and why), threads,
 the final validation and its tree F1, and the run's own account of its time by phase (start,
 steps, validation, checkpoints, the loop's rest: ``Trainer``'s ``seconds_by_phase``) with the
-steps' own tokens/s, which ``benchmarks/step_profile.py`` measures apart. ``--from-run``
+steps' own tokens/s, which ``benchmarks/step_profile.py`` measures apart, and the GEMM backends
+the run measured and chose (``gemm_choices``). ``--from-run``
 records a run already trained that way (alone on the machine, with the command given) instead
 of training one. Run it alone: it is a timing.
 
@@ -60,6 +61,27 @@ def summary(run: Path) -> dict[str, Any]:
                               if k.startswith("parse_f1/")} if valid else {}, **account}
 
 
+def gemm_choices(run: Path, steps: int) -> list[dict[str, Any]]:
+    """The products' backends the run measured (its last checkpoint carries them, for a
+    resume): per shape the best time per call and packing of each backend, in ms, and the one
+    chosen, a loop's for ``steps`` steps (the config's BPTT; variable BPTT moves it a little).
+    Why in the record: each process measures its own choices, and among near ties they flip,
+    so two runs of one code differ in speed and rounding; this says which choices a run made."""
+    from treelm.kernels.gemm.choice import Measurement, ShapeKey
+    from treelm.rundir.checkpoint import load_trainer_state
+
+    rows = []
+    for row in load_trainer_state(run).get("gemm", []):
+        key, m = ShapeKey(**row["key"]), Measurement(row["call_ms"], row["pack_ms"])
+        if not m.call_ms:
+            continue
+        n = 1 if key.once else steps
+        rows.append({"product": key.describe(), "steps": n, "chosen": m.best(n),
+                     "call_ms": {b: round(v, 4) for b, v in m.call_ms.items()},
+                     "pack_ms": {b: round(v, 4) for b, v in m.pack_ms.items()}})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default="configs/ptb-onlstm-trees.yaml")
@@ -83,7 +105,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             trained_by = " ".join(["treelm", *cmd[3:]])
         record = {"config": args.config, "trained_by": trained_by,
                   **(isa_record(args.isa) if args.isa else {}), **summary(run)}
+        record["gemm_choices"] = gemm_choices(run, _bptt(args.config, args.overrides))
     return write_result("train_time", record, path=args.out)
+
+
+def _bptt(config: str, overrides: list[str]) -> int:
+    """The config's ``train.bptt`` with the overrides (a loop's steps for :func:`gemm_choices`)."""
+    from treelm.config import apply_overrides, load_config
+
+    return int(apply_overrides(load_config(config), overrides)["train"].get("bptt", 70))
 
 
 if __name__ == "__main__":

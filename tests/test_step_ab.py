@@ -49,3 +49,18 @@ def test_a_path_that_is_not_a_checkout_is_refused(tmp_path, monkeypatch, capsys)
     with pytest.raises(SystemExit):
         mod.main()
     assert "not a treelm checkout" in capsys.readouterr().err
+
+
+def test_each_run_names_its_gemm_choices(monkeypatch) -> None:
+    """A run's record names the backend of each product it made (``gemm_chosen``): a time
+    loop's marked, a transposed weight's marked, lengths that chose apart joined by ``/``."""
+    from treelm.kernels import gemm
+
+    rows = [{"product": "(20x400)·(400x1680)", "transpose": False, "steps": 70,
+             "backend": "panel"},
+            {"product": "(20x400)·(400x1680)", "transpose": False, "steps": 35,
+             "backend": "onednn"},
+            {"product": "(2048x512)·(512x400)", "transpose": True, "steps": 1, "backend": "mm"}]
+    monkeypatch.setattr(gemm, "decisions", lambda: rows)
+    assert _module().gemm_chosen() == {"(20x400)·(400x1680) loop": "onednn/panel",
+                                       "(2048x512)·(512x400)ᵀ": "mm"}

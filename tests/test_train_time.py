@@ -46,3 +46,27 @@ def test_isa_from_python_needs_the_variables_set_first(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         _script().main(["--isa", "avx2", "--out", str(tmp_path / "r.json")])
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_record_names_the_runs_gemm_choices(tmp_path, monkeypatch):
+    """``gemm_choices``: each product the run measured (its last checkpoint carries them), its
+    times, and the backend chosen: a loop's for the config's BPTT steps, packing counted once;
+    a single product's by its one call, a near tie to the earlier backend."""
+    import treelm.rundir.checkpoint as checkpoint
+
+    key = {"m": 20, "k": 400, "n": 1680, "transpose": False, "a_t": False, "w_t": False,
+           "once": False, "dtype": "float32", "device": "cpu", "threads": 2}
+    rows = [{"key": key, "call_ms": {"mm": 0.10, "panel": 0.05}, "pack_ms": {"panel": 2.0},
+             "failed": {}},
+            {"key": {**key, "m": 2048, "once": True}, "call_ms": {"mm": 1.0, "onednn": 0.95},
+             "pack_ms": {}, "failed": {}},
+            {"key": {**key, "m": 64}, "call_ms": {}, "pack_ms": {}, "failed": {"mm": "x"}}]
+    monkeypatch.setattr(checkpoint, "load_trainer_state", lambda run: {"gemm": rows})
+    script = _script()
+    # 70 steps: the panels' 2 + 70 · 0.05 = 5.5 ms against 7; at 20 steps 3 against 2
+    got = script.gemm_choices(tmp_path, 70)
+    assert [(r["steps"], r["chosen"]) for r in got] == [(70, "panel"), (1, "mm")]
+    assert got[0]["product"].startswith("(20×400)·(400×1680)")
+    assert [r["chosen"] for r in script.gemm_choices(tmp_path, 20)] == ["mm", "mm"]
+    monkeypatch.chdir(ROOT)
+    assert script._bptt("configs/ptb-onlstm-trees.yaml", ["train.bptt=35"]) == 35
