@@ -340,19 +340,29 @@ def simd_section(path: Path, rec: dict) -> list[str]:
 
 
 def gemm_backends_section(path: Path, rec: dict) -> list[str]:
-    """One float32 product on each library backend, against the FMA peak."""
+    """One product on each backend the record timed (the libraries' in float32, bfloat16 beside;
+    treelm's panels packed at every call, where recorded), against the FMA peak."""
     out = _cpu_head("One float32 product per backend (`benchmarks/gemm_backends.py`)", path, rec)
     out[-1] += (f". G multiply-adds/s a core, best of {rec['repeats']} turns; float32 peak a "
                 f"core {rec['peak']['fp32_peak_gmacs_per_s_per_core']} at "
                 f"{rec['peak']['fp32_vector_bits']} bits.")
-    out += ["", "| product | threads | `torch.mm` fp32 | oneDNN fp32 | oneDNN / `torch.mm` | "
-            "`torch.mm` bf16 |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    names = {"torch.mm fp32": "`torch.mm` fp32", "onednn fp32": "oneDNN fp32",
+             "torch.mm bf16": "`torch.mm` bf16", "onednn bf16": "oneDNN bf16",
+             "panel fp32 (packing included)": "panels fp32, packed each call",
+             "panel bf16 (packing included)": "panels bf16, packed each call"}
+    cols = [k for k in names if any(k in r for r in rec["results"])]
+    out += ["", "| product | threads | " + " | ".join(names[k] for k in cols[:2]) +
+            " | oneDNN / `torch.mm` | " + " | ".join(names[k] for k in cols[2:]) + " |",
+            "| --- | ---: |" + " ---: |" * (len(cols) + 1)]
+
+    def rate(r: dict, k: str) -> str:
+        return f"{r[k]['gmacs_per_s_per_core']:.1f}" if k in r else "–"
+
     for r in rec["results"]:
         out.append(f"| {r['product']} | {r['threads']} | "
-                   f"{r['torch.mm fp32']['gmacs_per_s_per_core']:.1f} | "
-                   f"{r['onednn fp32']['gmacs_per_s_per_core']:.1f} | "
-                   f"{r['onednn_over_mm_fp32']:.2f}× | "
-                   f"{r['torch.mm bf16']['gmacs_per_s_per_core']:.1f} |")
+                   + " | ".join(rate(r, k) for k in cols[:2])
+                   + f" | {r['onednn_over_mm_fp32']:.2f}× | "
+                   + " | ".join(rate(r, k) for k in cols[2:]) + " |")
     return out + [""]
 
 
