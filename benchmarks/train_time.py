@@ -105,15 +105,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             trained_by = " ".join(["treelm", *cmd[3:]])
         record = {"config": args.config, "trained_by": trained_by,
                   **(isa_record(args.isa) if args.isa else {}), **summary(run)}
-        record["gemm_choices"] = gemm_choices(run, _bptt(args.config, args.overrides))
+        record["gemm_choices"] = gemm_choices(run, _bptt(run))
     return write_result("train_time", record, path=args.out)
 
 
-def _bptt(config: str, overrides: list[str]) -> int:
-    """The config's ``train.bptt`` with the overrides (a loop's steps for :func:`gemm_choices`)."""
-    from treelm.config import apply_overrides, load_config
+def _bptt(run: Path) -> int:
+    """The run's ``train.bptt``, from the config it saved (a loop's steps for
+    :func:`gemm_choices`; with ``--from-run`` too, whatever ``--config`` says)."""
+    from treelm.config import load_config
+    from treelm.rundir.files import RunFiles
+    from treelm.tasks import saved_config
 
-    return int(apply_overrides(load_config(config), overrides)["train"].get("bptt", 70))
+    return int(saved_config(load_config(RunFiles(run).config))["train"].get("bptt", 70))
 
 
 if __name__ == "__main__":

@@ -68,5 +68,9 @@ def test_the_record_names_the_runs_gemm_choices(tmp_path, monkeypatch):
     assert [(r["steps"], r["chosen"]) for r in got] == [(70, "panel"), (1, "mm")]
     assert got[0]["product"].startswith("(20×400)·(400×1680)")
     assert [r["chosen"] for r in script.gemm_choices(tmp_path, 20)] == ["mm", "mm"]
-    monkeypatch.chdir(ROOT)
-    assert script._bptt("configs/ptb-onlstm-trees.yaml", ["train.bptt=35"]) == 35
+    # the loop's steps: the run's own saved config, overrides applied
+    from treelm.config import apply_overrides, dump_config, load_config
+
+    cfg = apply_overrides(load_config(ROOT / "configs/ptb-onlstm-trees.yaml"), ["train.bptt=35"])
+    (tmp_path / "config.yaml").write_text(dump_config(cfg))
+    assert script._bptt(tmp_path) == 35
