@@ -188,8 +188,9 @@ def test_a_long_sentence_is_read_in_pieces_with_the_same_levels(monkeypatch):
         lambda m, args, out: calls.append(tuple(args[0].shape[:2])))
     pieces = levels.compute_levels(fused, [ids, ids[:7]], eos=0)
     hook.remove()
-    # the opening <eos> once, then the batch of two in pieces of 1000 // 2 steps
-    assert calls == [(1, 1), *[(500, 2)] * 6]
+    # the opening <eos> once, then the batch of two in pieces of 1000 // 2 steps: both sentences
+    # in the first, the long one alone once the short one (7 words) has ended
+    assert calls == [(1, 1), (500, 2), *[(500, 1)] * 5]
     for (a, b), (c, d) in zip(whole, pieces):
         assert a.shape == c.shape and b.shape == d.shape
         assert abs(a - c).max() < 1e-6 and abs(b - d).max() < 1e-6

@@ -83,6 +83,32 @@ def test_padding_and_batch_mates_do_not_matter():
             np.testing.assert_allclose(x, z, atol=1e-6, rtol=0)
 
 
+def test_a_batch_shrinks_as_its_sentences_end(monkeypatch):
+    """Passes of STEPS positions read only the columns up to the last sentence still unread (the
+    batch is longest first), and the levels equal each sentence read alone."""
+    from treelm.syntax import levels
+
+    torch.manual_seed(0)
+    model = RNNLM(50, "onlstm", [12, 20, 20, 12], cell_options={"chunk_size": 4})
+    rng = np.random.default_rng(2)
+    lengths = [23, 3, 17, 9, 9, 1, 12, 30]
+    seqs = [rng.integers(2, 50, n).tolist() for n in lengths]
+    alone = [compute_levels(model, [s], eos=0, batch_size=1)[0] for s in seqs]
+    monkeypatch.setattr(levels, "STEPS", 40)               # 40 // 8 = 5 steps a pass
+    widths = []
+    hook = model.layer_cells()[0].register_forward_hook(
+        lambda m, args, out: widths.append(tuple(args[0].shape[:2])))
+    together = compute_levels(model, seqs, eos=0, batch_size=8)
+    hook.remove()
+    # the opening <eos>; then 30 steps in passes of 5, over the sentences (longest first:
+    # 30 23 17 12 9 9 3 1) that still have a word at each pass's first step
+    assert widths == [(1, 1), (5, 8), (5, 6), (5, 4), (5, 3), (5, 2), (5, 1)]
+    for a, b in zip(alone, together):
+        for x, y in zip(a, b):
+            assert x.shape == y.shape
+            np.testing.assert_allclose(x, y, atol=1e-6, rtol=0)
+
+
 def test_empty_sentences_and_order():
     torch.manual_seed(0)
     model = RNNLM(30, "onlstm", [8, 8], cell_options={"chunk_size": 2})

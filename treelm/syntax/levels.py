@@ -22,7 +22,8 @@ sentence of n words gets exactly n levels per layer. Two exact shortcuts keep th
 
 Many sentences are evaluated in batches: sorted by length (longest first), padded *to the right*
 (padding comes after a sentence's last word, so it never reaches that sentence's kept positions),
-``batch_size`` at a time. Results equal one-by-one evaluation up to float rounding (tested to
+``batch_size`` at a time; a batch reads :data:`STEPS` positions a pass, and each pass drops the
+columns of the sentences that have ended, so the padding is mostly not run. Results equal one-by-one evaluation up to float rounding (tested to
 1e-6). The model runs in eval mode (no dropout) under ``torch.no_grad``; its previous mode is
 restored afterwards. The vocabulary decoder (``V × E`` per token) is skipped: only the embedding
 and the recurrent stack run.
@@ -163,19 +164,30 @@ def _run(model: nn.Module, tokens: torch.Tensor, states: list | None, rows: list
 
     Long inputs are read :data:`STEPS` tokens (time steps × sentences) per pass, the state
     carried (the same numbers as one pass), so that ``tick`` counts the words of ``lengths``
-    (the sentences' true lengths) as they are read, within one long sentence too."""
-    steps = max(1, STEPS // tokens.size(1))
-    parts = []
-    for lo in range(0, tokens.size(0), steps):
-        with recurrence_threads(model, tokens.size(1)):        # small steps: 1 thread
-            out = model.features(tokens[lo:lo + steps], states)
+    (the sentences' true lengths) as they are read, within one long sentence too. With
+    ``lengths``, a pass reads only the columns up to the last sentence still unread at its first
+    step: sorted longest first (as :func:`batched_levels` hands them), the batch shrinks as its
+    sentences end, and the padding after them, which no kept level depends on, is not run. The
+    levels of columns not run are zeros; the states returned are those of the columns read last
+    (``benchmarks/validation_floor.py`` counts the positions read against the padded grid's)."""
+    T, B = tokens.shape
+    steps = max(1, STEPS // B)
+    df = di = None
+    for lo in range(0, T, steps):
+        width = max((b + 1 for b, n in enumerate(lengths) if n > lo), default=B)
+        if width < B and states is not None:        # the columns past ``width`` have ended
+            states = [tuple(s[:width] for s in state) for state in states]
+        B = width
+        with recurrence_threads(model, B):          # small steps: 1 thread
+            out = model.features(tokens[lo:lo + steps, :B], states)
         states = out.states
-        parts.append(torch.stack([torch.stack([out.aux[r][k] for r in rows])
-                                  for k in ("df", "di")]))
+        part = [torch.stack([out.aux[r][k] for r in rows]) for k in ("df", "di")]
+        if df is None:
+            df, di = (p.new_zeros((len(rows), T, tokens.size(1))) for p in part)
+        df[:, lo:lo + steps, :B], di[:, lo:lo + steps, :B] = part
         if tick is not None:
             tick.update(sum(max(0, min(n, lo + steps) - lo) for n in lengths))
-    both = parts[0] if len(parts) == 1 else torch.cat(parts, 2)
-    return states, both[0], both[1]
+    return states, df, di
 
 
 def compute_levels(
