@@ -23,10 +23,10 @@ sentence of n words gets exactly n levels per layer. Two exact shortcuts keep th
 Many sentences are evaluated in batches: sorted by length (longest first), padded *to the right*
 (padding comes after a sentence's last word, so it never reaches that sentence's kept positions),
 ``batch_size`` at a time; a batch reads :data:`STEPS` positions a pass, and each pass drops the
-columns of the sentences that have ended, so the padding is mostly not run. Results equal one-by-one evaluation up to float rounding (tested to
-1e-6). The model runs in eval mode (no dropout) under ``torch.no_grad``; its previous mode is
-restored afterwards. The vocabulary decoder (``V × E`` per token) is skipped: only the embedding
-and the recurrent stack run.
+columns of the sentences that have ended, so the padding is mostly not run. Results equal
+one-by-one evaluation up to float rounding (tested to 1e-6). The model runs in eval mode (no
+dropout) under ``torch.no_grad``; its previous mode is restored afterwards. The vocabulary
+decoder (``V × E`` per token) is skipped: only the embedding and the recurrent stack run.
 
 Shapes: per sentence, ``df`` and ``di`` are ``(n_layers, n)`` float32 arrays, row ``k`` for the
 ``k``-th ON-LSTM layer (``layers[k]`` is its 1-based number in the model).
