@@ -143,6 +143,32 @@ def test_step_times_measures_both_precisions_on_a_copy(tmp_path):
     tr.close()
 
 
+def test_the_probe_stops_once_the_gain_is_clear():
+    """More turns only lower each minimum: a gain far from MIN_GAIN (either way) ends the
+    timing; a near tie takes every turn."""
+    g = step_probe.MIN_GAIN
+    assert step_probe._clear({"fp32": [1.0], "bf16": [1.0 / (g * step_probe.CLEAR)]})
+    assert step_probe._clear({"fp32": [1.0], "bf16": [g * step_probe.CLEAR]})
+    assert not step_probe._clear({"fp32": [1.0], "bf16": [1.0 / g]})
+    assert not step_probe._clear({"fp32": [1.0, 0.9], "bf16": [0.95, 0.9]})
+
+
+def test_step_times_turns_end_early_on_a_clear_gain(tmp_path, monkeypatch):
+    """With a gain beyond CLEAR after the first timed turn, one timed step per precision."""
+    tr = _trainer(tmp_path, "tiny-lm.yaml", "fp32")
+    for says, turns in ((True, [1]), (False, [1, 2, 3])):
+        calls: list[int] = []
+
+        def clear(t, says=says, calls=calls):
+            calls.append(len(t["fp32"]))        # timed turns so far
+            return says
+
+        monkeypatch.setattr(step_probe, "_clear", clear)
+        t = step_probe.step_times(tr.model, tr.task, tr.device, turns=3)
+        assert calls == turns and set(t) == {"fp32", "bf16"}
+    tr.close()
+
+
 @cuda
 def test_on_cuda_the_probe_is_made_and_leaves_the_run_as_it_was(tmp_path, monkeypatch):
     """On a GPU the probe times the run's real step (the copy's own CUDA graphs, the CUDA

@@ -52,6 +52,9 @@ MIN_GAIN = 1.1      # bf16 must make the step this much faster (a near tie keeps
 TURNS = 3           # timed turns per precision, after one untimed
 TURNS_CUDA = 10     # on CUDA: a step takes tens of milliseconds there
 BUDGET_S = 20.0     # fewer turns where one step is long (at least one timed turn each)
+CLEAR = 1.25        # ... and no more once the gain so far is this far from MIN_GAIN, either way:
+                    # a further turn can only lower each minimum, and noise of 25% would not
+                    # flip the choice (the PTB tree model's 1.63x: one timed turn, not three)
 
 
 def _sync(device: torch.device) -> None:
@@ -92,12 +95,18 @@ def step_times(model: nn.Module, task: Task, device: torch.device, turns: int | 
                     if turn:
                         times[prec].append(time.perf_counter() - t0)
                     probe.zero_grad(set_to_none=True)
-                if turn and time.perf_counter() - t_start > budget_s:
+                if turn and (time.perf_counter() - t_start > budget_s or _clear(times)):
                     break
     finally:
         task.load_state_dict(state)
         del probe
     return {p: min(t) for p, t in times.items()}
+
+
+def _clear(times: dict[str, list[float]]) -> bool:
+    """Whether the timings so far put the gain beyond :data:`CLEAR` of :data:`MIN_GAIN`."""
+    gain = min(times["fp32"]) / min(times["bf16"])
+    return gain >= MIN_GAIN * CLEAR or gain <= MIN_GAIN / CLEAR
 
 
 def _ms(seconds: float) -> str:
