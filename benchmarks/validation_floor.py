@@ -42,6 +42,7 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     from treelm.errors import TreelmError
     from treelm.nn.output import OutputLayer
     from treelm.syntax.report import load_golds
+    from treelm.train.config import EvalParse
 
     model = cfg["model"]
     if model.get("type") != "lm" or model.get("cell") != "onlstm":
@@ -54,16 +55,41 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     out = sum(layer.loss_macs(rows, tails(valid) if tails else ()).values())   # a token's
     tokens = int(valid.numel())
     parse = cfg["train"].get("eval_parse") or {}
-    words, why = 0, None
+    words, why, positions = 0, None, {}
     if parse.get("treebank"):
         try:
-            words = sum(len(g.words) for g in load_golds(parse["treebank"]))
+            golds = load_golds(parse["treebank"])
+            words = sum(len(g.words) for g in golds)
+            positions = dev_positions(tr, [g.words for g in golds],
+                                      parse.get("batch_size", EvalParse.batch_size))
         except TreelmError as e:    # a missing sample: the perplexity alone, said so
             why = f"{parse['treebank']}: {e}"
     return {"valid_tokens": tokens, "dev_tree_words": words, "dev_trees_missing": why,
+            **positions,
             "stack_mmac_per_token": round(stack / 1e6, 4),
             "output_mmac_per_token": round(out / 1e6, 4),
             "gmac": round((tokens * (stack + out) + words * stack) / 1e9, 2)}
+
+
+def dev_positions(tr: Any, sentences: list[list[str]], batch_size: int) -> dict[str, int]:
+    """Positions the stack runs to read the dev trees' levels, counted at the first layer as
+    :func:`treelm.syntax.levels.sentence_levels` reads them (its batches shrink as their
+    sentences end), beside the padded grid's: each batch of ``batch_size`` sentences, longest
+    first, padded to its longest."""
+    from treelm.syntax.levels import sentence_levels
+
+    lengths = sorted((len(s) for s in sentences if s), reverse=True)
+    padded = sum(len(c) * c[0] for c in (lengths[i:i + batch_size]
+                                         for i in range(0, len(lengths), batch_size)))
+    runs: list[int] = []
+    hook = tr.model.layer_cells()[0].register_forward_hook(
+        lambda m, args, out: runs.append(args[0].shape[0] * args[0].shape[1]))
+    try:
+        sentence_levels(tr.model, tr.task.vocab, sentences, batch_size)
+    finally:
+        hook.remove()
+    return {"dev_tree_positions_read": sum(runs) - 1,      # less the opening <eos>, run once
+            "dev_tree_positions_padded": padded}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
