@@ -595,7 +595,8 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += simple_section(
             f"A validation's floor (`benchmarks/validation_floor.py`), {_machine_short(rec)}, "
             f"{rec['precision']}, `{path.name}`", path, rec,
-            ["train_time_record", "valid_tokens", "dev_tree_words", "gmac", "peak_gmacs_per_s",
+            ["train_time_record", "valid_tokens", "dev_tree_words", "dev_tree_positions_read",
+             "dev_tree_positions_padded", "gmac", "peak_gmacs_per_s",
              "floor_seconds_per_validation", "validations", "run_seconds", "floor_share_of_run",
              "measured_seconds_per_validation", "measured_share_of_run",
              "measured_fraction_of_peak"])

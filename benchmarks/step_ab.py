@@ -2,7 +2,15 @@
 config from two source trees, in alternating processes, round after round.
 
     python benchmarks/step_ab.py --old ../treelm-old [--new .] [--rounds 9] [--warmup 150]
-        [--steps 150] [--config configs/ptb-onlstm-trees.yaml] [--out PATH] [key=value ...]
+        [--steps 150] [--validations N] [--config configs/ptb-onlstm-trees.yaml] [--out PATH]
+        [key=value ...]
+
+``--validations N`` times the run's validation instead of its step: after the warm-up steps one
+untimed validation (its products' backends are measured there), then ``N`` validations, each
+the task's score on the valid split and, with ``train.eval_parse``, the dev trees' levels and F1
+(``NLTK_DATA`` must hold the treebank), timed apart. Its ``tokens_per_s`` counts the valid
+split's tokens and the dev trees' words a second of validation (``ppl_seconds`` and
+``trees_seconds`` per validation beside it).
 
 ``--old`` / ``--new``: checkouts (a ``git worktree`` of the commit before, and this one); each run
 is a fresh process importing ``treelm`` from its tree (``PYTHONPATH``), with the same
@@ -66,6 +74,34 @@ def one_run(config: str, overrides: list[str], warmup: int, steps: int) -> dict[
                 "gemm": gemm_chosen()}
 
 
+def validation_run(config: str, overrides: list[str], warmup: int, n: int) -> dict[str, Any]:
+    """In this process: ``n`` validations of the trainer after ``warmup`` steps (module
+    docstring), the parts timed apart."""
+    import torch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tr = step_trainer(config, overrides, tmp)
+        batches = endless(tr)
+        for _ in range(warmup):
+            tr.step(next(batches), tr.tc.lr)
+        tr.validate()
+        ppl = trees = 0.0
+        with tr.autocast():
+            for _ in range(n):
+                t0 = time.perf_counter()
+                tr.task.evaluate(tr.model, "valid")
+                t1 = time.perf_counter()
+                if tr.trees is not None:
+                    tr.trees.scores(tr.model, tr.task.vocab)
+                ppl, trees = ppl + t1 - t0, trees + time.perf_counter() - t1
+        words = sum(len(g.words) for g in tr.trees.golds) if tr.trees is not None else 0
+        tokens = int(tr.task.corpus.valid.numel()) + words
+        return {"tokens_per_s": round(n * tokens / (ppl + trees), 1),
+                "ppl_seconds": round(ppl / n, 3), "trees_seconds": round(trees / n, 3),
+                "dev_tree_words": words, "precision": tr.choice.precision,
+                "threads": torch.get_num_threads(), "gemm": gemm_chosen()}
+
+
 def gemm_chosen() -> dict[str, str]:
     """This process's GEMM backend per product (``"loop"``: a time loop's, over the batch
     lengths it served; several backends joined by ``/`` where lengths chose differently): each
@@ -83,7 +119,8 @@ def run_tree(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     """:func:`one_run` in a fresh process importing ``treelm`` from ``tree``."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", "--config", args.config,
-           "--warmup", str(args.warmup), "--steps", str(args.steps), *args.overrides]
+           "--warmup", str(args.warmup), "--steps", str(args.steps),
+           "--validations", str(args.validations), *args.overrides]
     out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -96,12 +133,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--validations", type=int, default=0,
+                    help="time this many validations instead of steps (module docstring)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("overrides", nargs="*", help="config overrides (key=value), for both")
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one_run(args.config, args.overrides, args.warmup, args.steps)))
+        run = (validation_run(args.config, args.overrides, args.warmup, args.validations)
+               if args.validations else
+               one_run(args.config, args.overrides, args.warmup, args.steps))
+        print(json.dumps(run))
         return
     if args.old is None:
         ap.error("--old: the checkout to compare with (e.g. git worktree add ../old HEAD~1)")
@@ -127,7 +169,8 @@ def main() -> None:
         "config": args.config, "overrides": args.overrides,
         "old": {"tree": str(args.old), "commit": commit(trees["old"])},
         "new": {"tree": str(args.new), "commit": commit(trees["new"])},
-        "warmup": args.warmup, "steps": args.steps, "rounds": rounds,
+        "warmup": args.warmup, "steps": args.steps, "validations": args.validations,
+        "rounds": rounds,
         "median_old_tokens_per_s": statistics.median(r["old"]["tokens_per_s"] for r in rounds),
         "median_new_tokens_per_s": statistics.median(r["new"]["tokens_per_s"] for r in rounds),
         "median_new_over_old": statistics.median(ratios),

@@ -64,3 +64,16 @@ def test_each_run_names_its_gemm_choices(monkeypatch) -> None:
     monkeypatch.setattr(gemm, "decisions", lambda: rows)
     assert _module().gemm_chosen() == {"(20x400)·(400x1680) loop": "onednn/panel",
                                        "(2048x512)·(512x400)ᵀ": "mm"}
+
+
+def test_validation_mode_times_both_parts(tmp_path, monkeypatch) -> None:
+    """``--validations``: the valid split's score and the dev trees' levels timed apart, the
+    rate over the valid tokens and the trees' words."""
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "dev.mrg").write_text("(S (NP (DT the) (NN cat)) (VP (VBD sat)))\n"
+                                      "(S (NP (PRP it)) (VP (VBD ran)))\n")
+    run = _module().validation_run(
+        "configs/tiny-lm.yaml", [f"train.eval_parse.treebank={tmp_path / 'dev.mrg'}"], 1, 2)
+    assert run["dev_tree_words"] == 5
+    assert run["ppl_seconds"] > 0 and run["trees_seconds"] > 0 and run["tokens_per_s"] > 0
+    assert run["precision"] in ("fp32", "bf16") and isinstance(run["gemm"], dict)
