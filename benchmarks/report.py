@@ -526,15 +526,31 @@ def step_profile_section(path: Path, rec: dict) -> list[str]:
 
 
 def step_ab_section(path: Path, rec: dict) -> list[str]:
-    """A change to the step against the code before it, interleaved rounds."""
+    """A change to the step (or, with ``validations``, to the validation) against the code
+    before it, interleaved rounds."""
     over = " ".join(rec["overrides"]) or "no overrides"
-    out = _cpu_head("A step change against the code before it (`benchmarks/step_ab.py`)",
+    n = rec.get("validations", 0)
+    what = "validation" if n else "step"
+    out = _cpu_head(f"A {what} change against the code before it (`benchmarks/step_ab.py`)",
                     path, rec)
+    timed = (f"{n} validations after {rec['warmup']} steps" if n else
+             f"{rec['steps']} steps after {rec['warmup']}")
     out[-1] += (f". `{rec['config']}` ({over}): {rec['old']['commit']} against "
-                f"{rec['new']['commit']}, {rec['steps']} steps after {rec['warmup']} in each of "
+                f"{rec['new']['commit']}, {timed} in each of "
                 f"{len(rec['rounds'])} rounds, the order alternating; median new / old "
                 f"**{rec['median_new_over_old']:.3f}**, new faster in {rec['rounds_new_faster']} "
                 f"of {len(rec['rounds'])}.")
+    if n:
+        out[-1] += (" Tokens/s: the valid split's tokens and the dev trees' words a second of "
+                    "validation; seconds per validation, the perplexity then the trees.")
+        out += ["", "| round | old tokens/s | new tokens/s | new / old | old s (ppl, trees) | "
+                "new s (ppl, trees) |", "| ---: | ---: | ---: | ---: | --- | --- |"]
+        for i, r in enumerate(rec["rounds"], 1):
+            o, w = r["old"], r["new"]
+            out.append(f"| {i} | {o['tokens_per_s']:,.0f} | {w['tokens_per_s']:,.0f} | "
+                       f"{r['new_over_old']:.3f} | {o['ppl_seconds']}, {o['trees_seconds']} | "
+                       f"{w['ppl_seconds']}, {w['trees_seconds']} |")
+        return out + [""]
     out += ["", "| round | old tokens/s | new tokens/s | new / old | page faults a step "
             "(old, new) |", "| ---: | ---: | ---: | ---: | --- |"]
     for i, r in enumerate(rec["rounds"], 1):
