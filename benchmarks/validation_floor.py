@@ -42,7 +42,6 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     from treelm.errors import TreelmError
     from treelm.nn.output import OutputLayer
     from treelm.syntax.report import load_golds
-    from treelm.train.config import EvalParse
 
     model = cfg["model"]
     if model.get("type") != "lm" or model.get("cell") != "onlstm":
@@ -60,8 +59,7 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
         try:
             golds = load_golds(parse["treebank"])
             words = sum(len(g.words) for g in golds)
-            positions = dev_positions(tr, [g.words for g in golds],
-                                      parse.get("batch_size", EvalParse.batch_size))
+            positions = dev_positions(tr) if tr.trees is not None else {}
         except TreelmError as e:    # a missing sample: the perplexity alone, said so
             why = f"{parse['treebank']}: {e}"
     return {"valid_tokens": tokens, "dev_tree_words": words, "dev_trees_missing": why,
@@ -71,21 +69,22 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
             "gmac": round((tokens * (stack + out) + words * stack) / 1e9, 2)}
 
 
-def dev_positions(tr: Any, sentences: list[list[str]], batch_size: int) -> dict[str, int]:
+def dev_positions(tr: Any) -> dict[str, int]:
     """Positions the stack runs to read the dev trees' levels, counted at the first layer as
-    :func:`treelm.syntax.levels.sentence_levels` reads them (its batches shrink as their
-    sentences end), beside the padded grid's: each batch of ``batch_size`` sentences, longest
-    first, padded to its longest."""
+    the run's tree scorer reads them (:func:`treelm.syntax.levels.sentence_levels`: its batches
+    shrink as their sentences end), beside the padded grid's: each batch of the scorer's
+    ``batch_size`` sentences, longest first, padded to its longest."""
     from treelm.syntax.levels import sentence_levels
 
+    sentences, size = [g.words for g in tr.trees.golds], tr.trees.batch_size
     lengths = sorted((len(s) for s in sentences if s), reverse=True)
-    padded = sum(len(c) * c[0] for c in (lengths[i:i + batch_size]
-                                         for i in range(0, len(lengths), batch_size)))
+    padded = sum(len(c) * c[0] for c in (lengths[i:i + size]
+                                         for i in range(0, len(lengths), size)))
     runs: list[int] = []
     hook = tr.model.layer_cells()[0].register_forward_hook(
         lambda m, args, out: runs.append(args[0].shape[0] * args[0].shape[1]))
     try:
-        sentence_levels(tr.model, tr.task.vocab, sentences, batch_size)
+        sentence_levels(tr.model, tr.task.vocab, sentences, size)
     finally:
         hook.remove()
     return {"dev_tree_positions_read": sum(runs) - 1,      # less the opening <eos>, run once
