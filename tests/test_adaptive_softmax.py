@@ -7,6 +7,8 @@ with it. bf16 autocast is held to fp32 in tests/test_precision.py."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import os
 from collections import Counter
@@ -23,7 +25,7 @@ from treelm.data.corpus import encode_stream, load_corpus, read_lines
 from treelm.errors import ConfigError
 from treelm.models import build_model, model_options
 from treelm.nn.adaptive_softmax import AdaptiveSoftmax, tail_sizes, weights_first
-from treelm.nn.output import FullSoftmax
+from treelm.nn.output import FullSoftmax, fixed_weights
 from treelm.rundir.files import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,6 +184,82 @@ def test_the_cheaper_order_is_chosen():
     assert weights_first(rows=180, words=8000, dim=400, small=100)
     assert not weights_first(rows=1, words=8000, dim=400, small=100)
     assert tail_sizes(400, 2, 4.0) == [100, 25] and tail_sizes(3, 2, 4.0) == [1, 1]
+
+
+@pytest.mark.parametrize("low", [None, torch.bfloat16])
+def test_an_evaluation_makes_each_tail_word_matrix_once(monkeypatch, low):
+    """Inside the scope of fixed weights and without a gradient, W_c = E[V_c] R_c is made once
+    for all the blocks of an evaluation, the same bits as made for each block outside it; made
+    again in another autocast dtype, with a gradient, and in the next scope after a fused SGD
+    step (which leaves the version counters as they were: only the scope says the weights
+    stay)."""
+    m = _layer(v=60, d=16, cutoffs=(10,), dtype=torch.float32).eval()
+    m.order = "weights"
+    made = []
+    times = AdaptiveSoftmax._words_times
+    monkeypatch.setattr(AdaptiveSoftmax, "_words_times",
+                        staticmethod(lambda w, r: made.append(1) or times(w, r)))
+    torch.manual_seed(1)
+    blocks = [(torch.randn(n, 16), torch.randint(0, 60, (n,))) for n in (30, 30, 7)]
+
+    def scores(scoped: bool) -> list[torch.Tensor]:
+        made.clear()
+        ctx = (torch.autocast("cpu", dtype=low) if low is not None
+               else torch.autocast("cpu", enabled=False))
+        scope = fixed_weights(m) if scoped else contextlib.nullcontext()
+        with torch.inference_mode(), ctx, scope:
+            return [m.target_nll(h, y) for h, y in blocks]
+
+    def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+        return all(torch.equal(x, y) for x, y in zip(a, b))
+
+    once = scores(scoped=True)
+    assert len(made) == 1 and m._kept is None           # made once; the scope's end drops it
+    assert same(once, scores(scoped=False)) and len(made) == 3
+    sgd = torch.optim.SGD(m.parameters(), lr=0.5, fused=True)
+    h, y = blocks[0]
+    m.target_nll(h, y).backward()
+    versions = [p._version for p in m.parameters()]
+    sgd.step()
+    assert [p._version for p in m.parameters()] == versions   # the counters did not move
+    again = scores(scoped=True)
+    assert len(made) == 1 and not same(again, once)
+    assert same(again, scores(scoped=False))
+    with torch.inference_mode(), fixed_weights(m):
+        with torch.autocast("cpu", dtype=torch.float16 if low else torch.bfloat16):
+            m.target_nll(h, y)
+        with torch.autocast("cpu", dtype=low or torch.float32, enabled=low is not None):
+            made.clear()
+            m.target_nll(h, y)
+            m.target_nll(h, y)
+        assert made == [1]                              # another dtype was made apart
+    made.clear()
+    with fixed_weights(m):
+        m.target_nll(h, y).backward()
+        m.target_nll(h, y).backward()
+    assert made == [1, 1]                               # with a gradient: never kept
+
+
+def test_an_lm_evaluation_after_a_fused_step_reads_the_new_weights():
+    """The same perplexity from the model after a fused SGD step as from a fresh copy of it:
+    nothing kept in one evaluation reaches the next."""
+    from treelm.tasks.lm import evaluate_stream
+
+    model = _lm({"kind": "adaptive", "cutoffs": [50, 120], "div_value": 2})
+    model.head.order = "weights"        # every tail through W_c
+    data = torch.randint(0, 300, (400,))
+
+    def score(m):
+        return evaluate_stream(m, data, batch_size=4, bptt=7, vocab_size=300, tokens=28)
+
+    before = score(model)
+    sgd = torch.optim.SGD(model.parameters(), lr=5.0, fused=True)
+    x = data[:40].view(10, 4)
+    model.train()
+    model(x, targets=data[1:41].view(10, 4)).nll.backward()
+    sgd.step()
+    after = score(model)
+    assert after != before and after == score(copy.deepcopy(model))
 
 
 # ---------------------------------------------------------------------- in the LM, configs

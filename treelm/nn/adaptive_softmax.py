@@ -52,7 +52,9 @@ token, with N rows in the batch and f_c the fraction of targets in V_c:
     full softmax         6 · V d
     adaptive (training)  6 · [ (k_0 + C) d + Σ_c ( f_c (d d_c + |V_c| d_c) + |V_c| d d_c / N ) ]
 
-where the last term is W_c = E[V_c] R_c, made once per batch and shared by its rows. For rows few
+where the last term is W_c = E[V_c] R_c, made once per batch and shared by its rows (without a
+gradient, once for all the batches of an evaluation, inside its scope of fixed weights:
+:meth:`AdaptiveSoftmax.fixed`). For rows few
 enough that this does not pay (decoding one token), the tail is taken in the other order,
 z_c = E[V_c] (R_c u_c), costing n (|V_c| d + d d_c) instead of |V_c| d_c (d + n) for n rows; the
 cheaper order is chosen per call (:func:`weights_first`): the same numbers up to rounding. At the
@@ -68,14 +70,15 @@ losses and log-probabilities are float32 (float64 for float64 inputs).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from treelm.kernels.gemm import linear
-from treelm.kernels.precision import autocasting, up
+from treelm.kernels.precision import autocast_dtype, autocasting, up
 from treelm.nn.linear_ce import linear_cross_entropy, measured
 from treelm.nn.output import Groups, OutputLayer
 
@@ -140,6 +143,8 @@ class AdaptiveSoftmax(OutputLayer):
         #: the tail's order of products: "auto" (the cheaper, :func:`weights_first`), or
         #: "weights" / "hidden" forced (tests)
         self.order = "auto"
+        #: the tails' W_c made inside :meth:`fixed` (``None`` outside it); not state
+        self._kept: dict[tuple[object, ...], Tensor] | None = None
 
     def extra_repr(self) -> str:
         return (f"vocab={self.vocab_size}, dim={self.dim}, cutoffs={self.cutoffs}, "
@@ -184,8 +189,39 @@ class AdaptiveSoftmax(OutputLayer):
         less."""
         u = up(F.linear(h, self.tail_in[c]))                   # (n, d_c)
         if self._first(c, h.size(0)):
-            return u, up(self._words_times(words, self.tail_out[c]))
+            return u, self._word_matrix(c, words)
         return up(F.linear(u, self.tail_out[c])), words
+
+    def _word_matrix(self, c: int, words: Tensor) -> Tensor:
+        """``W_c = E[V_c] R_c``, in float32 (:func:`up`). Inside :meth:`fixed` and without a
+        gradient it is made once and handed out again for the same ``words`` in the same
+        autocast dtype: an evaluation scores its rows block by block (1,677 rows a block at the
+        tree config), and each block made the same (8000 × 400)·(400 × 100) product again,
+        about 1 s of a tree run's seven validations on a 2-core Zen 4. The product is the one
+        it would have made, so the same bits. Only a scope says that the weights stay: PyTorch's
+        fused SGD and writes through ``.data`` leave a tensor's version counter as it was."""
+        r = self.tail_out[c]
+        if self._kept is None or torch.is_grad_enabled():
+            return up(self._words_times(words, r))
+        key = (c, words.data_ptr(), words.shape, autocast_dtype(words.device.type))
+        kept = self._kept.get(key)
+        if kept is None:
+            kept = self._kept[key] = up(self._words_times(words, r))
+        return kept
+
+    @contextlib.contextmanager
+    def fixed(self) -> Iterator[None]:
+        """A scope in which the layer's weights do not change (one evaluation): the tails'
+        word matrices made inside without a gradient are kept until it ends
+        (:func:`treelm.nn.output.fixed_weights` opens it; nested scopes share the outer's)."""
+        if self._kept is not None:
+            yield
+            return
+        self._kept = {}
+        try:
+            yield
+        finally:
+            self._kept = None
 
     @staticmethod
     def _words_times(words: Tensor, r: Tensor) -> Tensor:

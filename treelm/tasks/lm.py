@@ -34,6 +34,7 @@ from treelm.cells import State
 from treelm.data.batching import BPTTSchedule, batchify, check_columns, get_batch
 from treelm.data.corpus import Corpus, LMData, load_corpus, read_stream
 from treelm.errors import TreelmError
+from treelm.nn.output import fixed_weights
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, Task, TaskOptions
@@ -114,7 +115,10 @@ def evaluate_stream(model: nn.Module, data: Tensor, batch_size: int, bptt: int, 
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), Ticker(what, n * batch_size, "tokens") as tick:
+        # fixed_weights: nothing steps them here, so the output layer may keep what it makes
+        # from them for every block (the adaptive tail's word matrix)
+        with torch.inference_mode(), fixed_weights(model), \
+                Ticker(what, n * batch_size, "tokens") as tick:
             for i in range(0, n, rows):
                 x, y = get_batch(source, i, rows)
                 with recurrence_threads(model, batch_size):     # small steps: 1 thread
