@@ -83,6 +83,38 @@ def test_a_bias_vector_is_added_by_the_product(backend: str, steps: int) -> None
     torch.testing.assert_close(fm(a, add=b), torch.addmm(b, a, w.t()), atol=1e-5, rtol=1e-5)
 
 
+def check_panel_padding(ext: Any, dtype: torch.dtype) -> None:
+    """``panel_pack`` writes every element of its panels, the padding as zeros (the columns past
+    N, an odd K's last half-pair and the bfloat16 panels' rows past ⌈K/2⌉), in memory that held
+    NaNs: its buffer is allocated uninitialised, so the zeros are its own. Checked against the
+    layout built here element by element (``csrc/panel_gemm.cpp``'s header), over the whole
+    allocation of each panel."""
+    from treelm.kernels import cpu_cache
+
+    cpu_cache.install()          # a freed block serves the next request of its size: the NaNs
+    nr, bf16 = ext.panel_columns(), dtype == torch.bfloat16
+    gen = torch.Generator().manual_seed(3)
+    for n, k in ((2 * nr + 5, 400), (nr, 33), (7, 1), (1680, 400), (400, 1680), (3 * nr - 1, 31)):
+        w = torch.randn(n, k, generator=gen).to(dtype)
+        p = -(-n // nr)
+        rows = -(-((k + 1) // 2) // 16) * 16 if bf16 else k
+        width = 2 * nr if bf16 else nr
+        for _ in range(3):
+            torch.full((p * rows * width + 64,), float("nan"), dtype=dtype)   # freed at once
+            packed = ext.panel_pack(w if n % 2 else w.t().contiguous().t())
+            whole = torch.as_strided(packed, (p, rows, width), packed.stride())
+            want = torch.zeros(p, rows, width, dtype=dtype)
+            cols = torch.zeros(p * nr, k, dtype=dtype)
+            cols[:n] = w
+            if bf16:                    # pairs of k side by side: [k, k + 1] per column
+                pad = torch.zeros(p * nr, 2 * rows, dtype=dtype)
+                pad[:, :k] = cols
+                want = pad.view(p, nr, rows, 2).permute(0, 2, 1, 3).reshape(p, rows, width)
+            else:
+                want = cols.view(p, nr, k).permute(0, 2, 1)
+            assert torch.equal(whole, want), f"{n} x {k} {dtype}: panels differ from the layout"
+
+
 def check_panel_kernel(ext: Any) -> None:
     """``csrc/panel_gemm.cpp`` of the loaded build ``ext`` against the same product in float64:
     every row count up to three tiles of the widest tile (10 rows × 32 with AVX-512, 5 × 16 with
@@ -129,6 +161,7 @@ def check_panel_kernel(ext: Any) -> None:
     shifted = torch.zeros(8 * nr + 1)[1:].view(1, 8, nr)   # contiguous, not 64-byte aligned
     with pytest.raises(RuntimeError, match="aligned"):
         ext.panel_mm(torch.randn(2, 8), shifted, nr)
+    check_panel_padding(ext, torch.float32)
 
 
 def _bf16_panels() -> bool:
@@ -187,6 +220,7 @@ def check_bf16_panel_kernel(ext: Any) -> None:
         ext.panel_mm(torch.randn(2, 8), ext.panel_pack(w), nr)
     with pytest.raises(RuntimeError, match="does not match"):     # panels for K = 9
         ext.panel_mm(torch.randn(2, 9).bfloat16(), ext.panel_pack(w), nr)
+    check_panel_padding(ext, torch.bfloat16)
 
 
 @pytest.mark.skipif(not _bf16_panels(),
