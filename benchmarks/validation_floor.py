@@ -50,9 +50,10 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     layer = next(m for m in tr.model.modules() if isinstance(m, OutputLayer))
     valid = tr.task.corpus.valid
     tails = getattr(layer, "tail_fractions", None)
-    rows = cfg["train"].get("eval_batch_size", 10) * cfg["train"].get("bptt", 70)
-    out = sum(layer.loss_macs(rows, tails(valid) if tails else ()).values())   # a token's
     tokens = int(valid.numel())
+    # rows: the tokens that share the work made once per call; an adaptive tail's word matrix
+    # is made once for the whole evaluation (AdaptiveSoftmax._word_matrix)
+    out = sum(layer.loss_macs(tokens, tails(valid) if tails else ()).values())   # a token's
     parse = cfg["train"].get("eval_parse") or {}
     words, why, positions = 0, None, {}
     if parse.get("treebank"):
