@@ -58,7 +58,8 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     words, why, positions = 0, None, {}
     if parse.get("treebank"):
         try:
-            golds = load_golds(parse["treebank"])
+            # the run's own tree scorer holds them; without it, loading says why not
+            golds = tr.trees.golds if tr.trees is not None else load_golds(parse["treebank"])
             words = sum(len(g.words) for g in golds)
             positions = dev_positions(tr) if tr.trees is not None else {}
         except TreelmError as e:    # a missing sample: the perplexity alone, said so
