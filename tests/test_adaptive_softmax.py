@@ -25,7 +25,8 @@ from treelm.data.corpus import encode_stream, load_corpus, read_lines
 from treelm.errors import ConfigError
 from treelm.models import build_model, model_options
 from treelm.nn.adaptive_softmax import AdaptiveSoftmax, tail_sizes, weights_first
-from treelm.nn.output import FullSoftmax, fixed_weights
+from treelm.nn.fixed import fixed_weights
+from treelm.nn.output import FullSoftmax
 from treelm.rundir.files import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "tasks": {"cells", "nn", "models", "data", "decode", "syntax", "text", "rundir", "config",
               "errors", "progress", "threads"},
     "run": {"verb", "tasks", "models", "rundir", "text", "kernels", "config", "errors"},
-    "train": {"verb", "run", "tasks", "models", "rundir", "data", "text", "kernels", "syntax",
+    "train": {"verb", "run", "tasks", "models", "nn", "rundir", "data", "text", "kernels", "syntax",
               "config", "errors", "progress", "omp", "heap"},
     "syntax": {"cells", "data", "text", "errors", "progress", "threads"},
     "api": {"run", "rundir", "syntax", "decode", "tasks", "text", "kernels", "errors",

@@ -122,15 +122,26 @@ class Cell(nn.Module):
         the GEMM backend measured fastest for the loop."""
         raise NotImplementedError
 
+    def input_part(self, x: Tensor) -> Tensor | None:
+        """The input part of every step for inputs ``x`` (…, I), made apart and without
+        autograd, for a caller that reads the same inputs many times (a language model's table
+        over its vocabulary, :mod:`treelm.models.lm`) and hands its rows back to :meth:`forward`
+        as ``xp``; ``None``: the cell makes its own (here, every cell but the fused ON-LSTM)."""
+        return None
+
     def forward(
         self,
         x: Tensor,
         state: State | None = None,
         weights: dict[str, Tensor] | None = None,
+        xp: Tensor | None = None,
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
         """Run the whole sequence ``x`` (T, B, I) from ``state``; see the module docstring. Through
         :meth:`fused` unless ``impl`` is ``"reference"`` or it has none; else step by step (cells
-        without an ``impl`` attribute have no fused path)."""
+        without an ``impl`` attribute have no fused path). ``xp``: :meth:`input_part`'s rows for
+        ``x``, which only a cell whose :meth:`input_part` made them takes (its fused path)."""
+        if xp is not None:
+            return self.fused(x, state, weights, xp=xp)  # type: ignore[call-arg]
         if getattr(self, "impl", "reference") != "reference":
             fused = self.fused(x, state, weights)
             if fused is not None:

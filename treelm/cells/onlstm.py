@@ -137,15 +137,23 @@ class ONLSTM(Cell):
         h, c, df, di = onlstm_update(gates, c, self.n_levels, self.master_input)
         return h, (h, c), {"df": df, "di": di}
 
+    def input_part(self, x: Tensor) -> Tensor | None:
+        from treelm.kernels import onlstm_input_part
+
+        if self.impl == "reference":    # its loop adds b_hh at each step: no part to hand over
+            return None
+        return onlstm_input_part(x, self.weight_ih, self.bias_ih, self.bias_hh, self.impl)
+
     def fused(
-        self, x: Tensor, state: State | None, weights: dict[str, Tensor] | None
+        self, x: Tensor, state: State | None, weights: dict[str, Tensor] | None,
+        xp: Tensor | None = None,
     ) -> tuple[Tensor, State, dict[str, Tensor]]:
         from treelm.kernels import onlstm_sequence  # fused CPU / Triton paths, same numbers
 
         if state is None:
             state = self.init_state(x.size(1), x)
         w_hh = self.weight_hh if weights is None else weights["weight_hh"]
-        if self.cuda_graphs and x.is_cuda:
+        if self.cuda_graphs and x.is_cuda and xp is None:
             if self._graphs is None:
                 from treelm.kernels.graphs import GraphCache
 
@@ -156,7 +164,7 @@ class ONLSTM(Cell):
             )
         return onlstm_sequence(
             x, state, self.weight_ih, self.bias_ih, w_hh, self.bias_hh,
-            self.n_levels, self.master_input, impl=self.impl,
+            self.n_levels, self.master_input, impl=self.impl, xp=xp,
         )
 
     def extra_repr(self) -> str:

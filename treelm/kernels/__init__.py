@@ -31,19 +31,22 @@ from torch import Tensor
 
 from treelm.kernels.onlstm_cxx import onlstm_cxx_sequence
 from treelm.kernels.onlstm_torch import LayerOutput, onlstm_torch_sequence
+from treelm.kernels.sequence import input_part
 
 IMPLS = ("auto", "fused", "cpu", "cxx", "triton")
 
 
 def onlstm_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
                     weight_hh: Tensor, bias_hh: Tensor, n_levels: int, master_input: str,
-                    impl: str = "auto") -> LayerOutput:
+                    impl: str = "auto", xp: Tensor | None = None) -> LayerOutput:
     """Whole-sequence ON-LSTM: x (T, B, I), state ``(h0, c0)`` each (B, H).
 
     ``weight_ih`` (G, I), ``weight_hh`` (G, H), biases (G,), ``G = 4H + 2·n_levels``, laid out as
     in :mod:`treelm.cells.onlstm`. Returns ``out`` (T, B, H), ``(h_T, c_T)`` and
     ``{"df": (T, B), "di": (T, B)}``, equal to the reference cell's (up to rounding), with
-    gradients for every tensor argument, the levels included.
+    gradients for every tensor argument, the levels included. ``xp`` (T, B, G): the input part
+    ``x W_ihᵀ + b_ih + b_hh`` already made (:func:`onlstm_input_part`), without autograd: the
+    CPU paths take it (on CUDA it is made again).
     """
     if impl not in IMPLS:
         raise ValueError(f"unknown ON-LSTM impl {impl!r}; choose one of {IMPLS} or 'reference'")
@@ -53,8 +56,21 @@ def onlstm_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, 
 
         return onlstm_triton_sequence(*args)
     if impl == "cpu":
-        return onlstm_torch_sequence(*args)
-    return onlstm_cxx_sequence(*args)
+        return onlstm_torch_sequence(*args, xp=xp)
+    return onlstm_cxx_sequence(*args, xp=xp)
+
+
+def onlstm_input_part(x: Tensor, weight_ih: Tensor, bias_ih: Tensor, bias_hh: Tensor,
+                      impl: str = "auto") -> Tensor | None:
+    """The input part :func:`onlstm_sequence` would make for ``x`` (…, I) on its path, for a
+    caller that makes it once for inputs it reads many times and hands it back as ``xp``
+    (:func:`treelm.kernels.sequence.input_part`); ``None`` where that path makes its own (CUDA:
+    the Triton path and its CUDA graphs take none)."""
+    if impl not in IMPLS:
+        raise ValueError(f"unknown ON-LSTM impl {impl!r}; choose one of {IMPLS} or 'reference'")
+    if x.device.type != "cpu" or impl == "triton":
+        return None
+    return input_part(x, weight_ih, bias_ih, bias_hh)
 
 
 def triton_available() -> bool:

@@ -202,17 +202,18 @@ def _runs_here(x: Tensor, tensors: tuple[Tensor, ...]) -> bool:
 
 
 def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
-                        weight_hh: Tensor, bias_hh: Tensor, n_levels: int, master_input: str
-                        ) -> LayerOutput:
+                        weight_hh: Tensor, bias_hh: Tensor, n_levels: int, master_input: str,
+                        xp: Tensor | None = None) -> LayerOutput:
     """Fused ON-LSTM layer with the C++ loops: :func:`onlstm_torch_sequence`'s contract and
-    numbers; runs that function instead where the C++ loop does not apply (see the module
-    docstring)."""
+    numbers (``xp``: the input part already made, evaluation only); runs that function instead
+    where the C++ loop does not apply (see the module docstring)."""
     h0, c0 = state
     if not _runs_here(x, (h0, c0, weight_ih, bias_ih, weight_hh, bias_hh)):
         return onlstm_torch_sequence(x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels,
-                                   master_input)
+                                     master_input, xp=xp)
     tensors = (x, weight_ih, bias_ih, bias_hh, h0, c0, weight_hh)
-    if (x.dtype == torch.float32 and not autocasting("cpu") and torch.is_grad_enabled()
+    if (xp is None and x.dtype == torch.float32 and not autocasting("cpu")
+            and torch.is_grad_enabled()
             and any(t.requires_grad for t in tensors)):
         out, h, c, df, di = CxxProjectedONLSTMFunction.apply(
             x, weight_ih, bias_ih + bias_hh, h0, c0, weight_hh, n_levels,
@@ -220,7 +221,7 @@ def onlstm_cxx_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tens
         return out, (h, c), {"df": df, "di": di}
     # under bfloat16 autocast xp stays in its bfloat16: the C++ loop reads it widened
     xp, h0, c0, symmetric, low, grad = project_inputs(
-        x, state, weight_ih, bias_ih, weight_hh, bias_hh, master_input, takes_bf16=True)
+        x, state, weight_ih, bias_ih, weight_hh, bias_hh, master_input, takes_bf16=True, xp=xp)
     with no_autocast("cpu", low is not None):
         if grad:
             out, h, c, df, di = CxxONLSTMFunction.apply(

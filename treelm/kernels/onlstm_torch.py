@@ -334,8 +334,10 @@ class ONLSTMFunction(torch.autograd.Function):
 
 def onlstm_torch_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor,
                           bias_ih: Tensor, weight_hh: Tensor, bias_hh: Tensor, n_levels: int,
-                          master_input: str, cell: CellFactory = TorchCell) -> LayerOutput:
-    """Fused ON-LSTM layer: x (T, B, I), state ``(h0, c0)`` each (B, H).
+                          master_input: str, cell: CellFactory = TorchCell,
+                          xp: Tensor | None = None) -> LayerOutput:
+    """Fused ON-LSTM layer: x (T, B, I), state ``(h0, c0)`` each (B, H); ``xp`` (T, B, G): the
+    input part already made (:func:`treelm.kernels.sequence.input_part`; evaluation only).
 
     Returns ``out`` (T, B, H), ``(h_T, c_T)`` and ``{"df": (T, B), "di": (T, B)}``; all are
     differentiable (the levels included) with respect to every argument tensor.
@@ -353,7 +355,7 @@ def onlstm_torch_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Te
       float32, and the weight gradient is returned in the weight's dtype.
     """
     xp, h0, c0, symmetric, low, grad = project_inputs(x, state, weight_ih, bias_ih, weight_hh,
-                                                      bias_hh, master_input)
+                                                      bias_hh, master_input, xp=xp)
     with no_autocast(x.device.type, low is not None):
         if grad:
             out, h, c, df, di = ONLSTMFunction.apply(xp, h0, c0, weight_hh, n_levels, symmetric,
@@ -366,14 +368,16 @@ def onlstm_torch_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Te
 
 
 def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
-                   weight_hh: Tensor, bias_hh: Tensor, master_input: str, takes_bf16: bool = False
+                   weight_hh: Tensor, bias_hh: Tensor, master_input: str, takes_bf16: bool = False,
+                   xp: Tensor | None = None
                    ) -> tuple[Tensor, Tensor, Tensor, bool, torch.dtype | None, bool]:
     """What every fused ON-LSTM path does before its time loop
-    (:func:`treelm.kernels.sequence.project_inputs`), with the master input gate's variant
-    checked; returns ``(xp, h0, c0, symmetric, autocast dtype or None, whether a gradient is
-    wanted)``."""
+    (:func:`treelm.kernels.sequence.project_inputs`, ``xp`` given or made), with the master
+    input gate's variant checked; returns ``(xp, h0, c0, symmetric, autocast dtype or None,
+    whether a gradient is wanted)``."""
     symmetric = is_symmetric(master_input)
-    xp, h0, c0, low, grad = project(x, state, weight_ih, bias_ih, weight_hh, bias_hh, takes_bf16)
+    xp, h0, c0, low, grad = project(x, state, weight_ih, bias_ih, weight_hh, bias_hh, takes_bf16,
+                                    xp)
     return xp, h0, c0, symmetric, low, grad
 
 

@@ -20,28 +20,49 @@ from torch import Tensor
 from treelm.kernels.gemm import CastMatmul, FixedMatmul, cast_linear, linear, matmul
 from treelm.kernels.precision import autocast_dtype
 
-__all__ = ["cxx_extension", "cxx_operands", "previous_states", "project_inputs", "weight_grad"]
+__all__ = ["cxx_extension", "cxx_operands", "input_part", "previous_states", "project_inputs",
+           "weight_grad"]
 
 _KIND = {"mm": 0, "mkl": 1, "onednn": 2, "panel": 3}
 
 
+def input_part(x: Tensor, weight_ih: Tensor, bias_ih: Tensor, bias_hh: Tensor) -> Tensor:
+    """``xp = x W_ihᵀ + b_ih + b_hh`` without autograd, as :func:`project_inputs` makes it (in
+    the autocast dtype under autocast): for a caller that makes it once for inputs it reads
+    many times (a language model's table over its vocabulary, :mod:`treelm.models.lm`) and
+    hands it to the loop as ``xp``. Its rows are the products' own rows, so a table's row is
+    the row the loop would have made wherever a product's rows do not depend on how many are
+    made at once (oneDNN's bfloat16 linear at any count, ``tests/test_input_table.py``)."""
+    low = autocast_dtype(x.device.type)
+    with torch.no_grad():
+        return (linear(x, weight_ih, bias_ih + bias_hh) if low is None else
+                cast_linear(x, weight_ih, bias_ih + bias_hh, low))
+
+
 def project_inputs(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, bias_ih: Tensor,
-                   weight_hh: Tensor, bias_hh: Tensor, takes_bf16: bool = False
+                   weight_hh: Tensor, bias_hh: Tensor, takes_bf16: bool = False,
+                   xp: Tensor | None = None
                    ) -> tuple[Tensor, Tensor, Tensor, torch.dtype | None, bool]:
     """``xp = x W_ihᵀ + b_ih + b_hh`` for all steps in one GEMM (autocast's product under
     autocast, :func:`~treelm.kernels.gemm.cast_linear`'s same bits where no gradient is wanted;
     taken back to float32 unless it is bfloat16 and the caller ``takes_bf16``: a loop that reads
     it widened spares the copy), the state in float32 under autocast; returns
-    ``(xp, h0, c0, autocast dtype or None, whether a gradient is wanted)``."""
+    ``(xp, h0, c0, autocast dtype or None, whether a gradient is wanted)``. ``xp`` given
+    (:func:`input_part`'s, made by the caller; without autograd only) is taken as it is."""
     h0, c0 = state
     low = autocast_dtype(x.device.type)
-    if low is None:
+    if xp is not None:
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (weight_ih, bias_ih,
+                                                                    bias_hh)):
+            raise ValueError("a given input part xp is for evaluation: no gradient reaches "
+                             "weight_ih through it")
+    elif low is None:
         xp = linear(x, weight_ih, bias_ih + bias_hh)
     elif torch.is_grad_enabled() and any(t.requires_grad for t in (x, weight_ih, bias_ih,
                                                                     bias_hh)):
         xp = F.linear(x, weight_ih, bias_ih + bias_hh)    # autocast's product, differentiable
     else:                                                 # the same without autograd
-        xp = cast_linear(x, weight_ih, bias_ih + bias_hh, low)
+        xp = input_part(x, weight_ih, bias_ih, bias_hh)
     if low is not None:                                   # then the recurrence in float32
         xp = xp if takes_bf16 and low == torch.bfloat16 else xp.float()
         h0, c0 = h0.float(), c0.float()

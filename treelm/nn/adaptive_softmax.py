@@ -213,7 +213,7 @@ class AdaptiveSoftmax(OutputLayer):
     def fixed(self) -> Iterator[None]:
         """A scope in which the layer's weights do not change (one evaluation): the tails'
         word matrices made inside without a gradient are kept until it ends
-        (:func:`treelm.nn.output.fixed_weights` opens it; nested scopes share the outer's)."""
+        (:func:`treelm.nn.fixed.fixed_weights` opens it; nested scopes share the outer's)."""
         if self._kept is not None:
             yield
             return

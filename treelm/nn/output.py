@@ -19,8 +19,9 @@ For last-layer features h (..., d) over a vocabulary of V words, every output la
     loss_macs(N, f)      multiply-adds per token of ``loss``'s forward on N rows, by part
                          (f: the share of targets in each part taken only for its own targets)
     log_probs_macs(N)    the same for ``log_probs`` on N rows at once
-    fixed()              a scope in which the weights stay as they are (:func:`fixed_weights`:
-                         an evaluation), where a layer may keep what it makes from them
+    fixed()              a scope in which the weights stay as they are
+                         (:func:`treelm.nn.fixed.fixed_weights`: an evaluation), where a layer
+                         may keep what it makes from them
     weight               the word matrix (V, d): the embedding's Parameter when tied
 
 Two kinds (:data:`treelm.nn.OUTPUT_LAYERS`, the ``kind`` of the config's ``model.output``): the full
@@ -41,21 +42,21 @@ and forward + backward three times the forward (each product's two operand gradi
 from __future__ import annotations
 
 import abc
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from treelm.nn.fixed import KeepsWhileFixed
 from treelm.nn.linear_ce import linear_cross_entropy
 
 #: an output layer's declared optimiser groups: parameters and the scale of their learning rate
 Groups = list[tuple[list[nn.Parameter], float]]
 
 
-class OutputLayer(nn.Module, abc.ABC):
+class OutputLayer(KeepsWhileFixed, nn.Module, abc.ABC):
     """The interface of the module docstring. ``OPTIONS``: the ``model.output`` keys the kind's
     constructor takes beside ``(vocab_size, dim, weight=)``."""
 
@@ -96,22 +97,6 @@ class OutputLayer(nn.Module, abc.ABC):
     @abc.abstractmethod
     def log_probs_macs(self, rows: int) -> float:
         """Multiply-adds per token of :meth:`log_probs` on ``rows`` rows at once."""
-
-    def fixed(self) -> contextlib.AbstractContextManager[None]:
-        """A scope in which the weights do not change (one evaluation): a layer may keep what
-        it makes from them inside it until it ends. Nothing to keep by default."""
-        return contextlib.nullcontext()
-
-
-@contextlib.contextmanager
-def fixed_weights(model: nn.Module) -> Iterator[None]:
-    """The scope of :meth:`OutputLayer.fixed` for every output layer of ``model``: open it
-    around an evaluation's passes, inside which nothing steps the weights."""
-    with contextlib.ExitStack() as scopes:
-        for m in model.modules():
-            if isinstance(m, OutputLayer):
-                scopes.enter_context(m.fixed())
-        yield
 
 
 class FullSoftmax(nn.Linear, OutputLayer):

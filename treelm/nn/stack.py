@@ -52,12 +52,17 @@ class RNNStack(nn.Module):
     def output_size(self) -> int:
         return self.layers[-1].output_size
 
-    def forward(self, x: Tensor, states: list[State] | None = None) -> StackOutput:
+    def forward(self, x: Tensor, states: list[State] | None = None, xp: Tensor | None = None
+                ) -> StackOutput:
+        """``xp``: the first layer's input part for ``x``, made by the caller from the layer's
+        :meth:`~treelm.cells.base.Cell.input_part` (evaluation)."""
         result = StackOutput(out=x, states=[])
         for l, layer in enumerate(self.layers):
             weights = {k: weight_drop(v, self.wdrop, self.training)
                        for k, v in layer.recurrent().items()}
-            x, state, aux = layer(x, None if states is None else states[l], weights)
+            state = None if states is None else states[l]
+            x, state, aux = (layer(x, state, weights) if xp is None or l else
+                             layer(x, state, weights, xp=xp))
             result.states.append(state)
             result.raw.append(x)
             result.aux.append(aux)

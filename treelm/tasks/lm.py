@@ -34,7 +34,7 @@ from treelm.cells import State
 from treelm.data.batching import BPTTSchedule, batchify, check_columns, get_batch
 from treelm.data.corpus import Corpus, LMData, load_corpus, read_stream
 from treelm.errors import TreelmError
-from treelm.nn.output import fixed_weights
+from treelm.nn.fixed import fixed_weights
 from treelm.progress import Ticker
 from treelm.rundir.files import RunFiles
 from treelm.tasks.base import Batch, Evaluation, LossOut, RunConfig, Task, TaskOptions

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from treelm import progress
+from treelm.nn.fixed import fixed_weights
 from treelm.tasks.base import Evaluation, Task
 from treelm.train import budget
 from treelm.train.config import TrainConfig
@@ -41,9 +42,11 @@ class Validation:
     def validate(self) -> Evaluation:
         self.averager.swap()
         try:
-            # the task's evaluation reports progress (treelm.progress) as this loop does
-            with self.autocast(), progress.reporting(quiet=self.quiet,
-                                                     every=self.tc.progress_seconds):
+            # the task's evaluation reports progress (treelm.progress) as this loop does; one
+            # scope of fixed weights for both, so that the trees read what the valid text made
+            # (the first layer's input part over the vocabulary, treelm.models.lm)
+            with self.autocast(), fixed_weights(self.model), progress.reporting(
+                    quiet=self.quiet, every=self.tc.progress_seconds):
                 ev = self.task.evaluate(self.model, "valid")
                 if self.trees is not None:      # logged with the scores by the "valid" event
                     self.tree_f1 = self.trees.scores(
