@@ -10,9 +10,13 @@ treebank's sentences (the levels of every layer: the stack alone, at every word)
 multiply-adds:
 
     macs = valid tokens × (stack + output layer a token) + dev words × stack
+           − (valid tokens + dev words − V) × first layer's input part a token
 
-the stack's from its sizes (``step_profile.onlstm_macs``), the output layer's from its own count
-(:meth:`~treelm.nn.output.OutputLayer.loss_macs`) at the validation text's shares of rare words.
+the last term where the first layer reads its input part from a table over the vocabulary of V
+words made once a validation (:meth:`treelm.models.lm.RNNLM.fixed`: V rows multiplied instead
+of every position's), the stack's from its sizes (``step_profile.onlstm_macs``), the output
+layer's from its own count (:meth:`~treelm.nn.output.OutputLayer.loss_macs`) at the validation
+text's shares of rare words.
 At the peak of the record's threads in its precision (one core's ``vdpbf16ps`` or ``vfmadd``
 rate, ``benchmarks/simd_peak.py``, measured here first: run it on the record's machine, alone)
 that is the floor of one validation; times the record's validations, against its whole run:
@@ -46,7 +50,12 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     model = cfg["model"]
     if model.get("type") != "lm" or model.get("cell") != "onlstm":
         raise SystemExit("validation_floor: counts ON-LSTM language models only")
-    stack = onlstm_macs(model["sizes"], model.get("cell_options", {}).get("chunk_size", 10))
+    sizes, chunk = model["sizes"], model.get("cell_options", {}).get("chunk_size", 10)
+    stack = onlstm_macs(sizes, chunk)
+    # the first layer's input part a token, G·I, G = 4H + 2L: from a table where the cell
+    # makes one (RNNLM.fixed), once for the vocabulary
+    first = (4 * sizes[1] + 2 * (sizes[1] // chunk)) * sizes[0]
+    table = tr.model.rnn.layers[0].input_part(tr.model.embedding.weight[:1]) is not None
     layer = next(m for m in tr.model.modules() if isinstance(m, OutputLayer))
     valid = tr.task.corpus.valid
     tails = getattr(layer, "tail_fractions", None)
@@ -68,7 +77,9 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
             **positions,
             "stack_mmac_per_token": round(stack / 1e6, 4),
             "output_mmac_per_token": round(out / 1e6, 4),
-            "gmac": round((tokens * (stack + out) + words * stack) / 1e9, 2)}
+            "first_layer_table": table,
+            "gmac": round((tokens * (stack + out) + words * stack
+                           - (table * (tokens + words - tr.model.vocab_size) * first)) / 1e9, 2)}
 
 
 def dev_positions(tr: Any) -> dict[str, int]:
