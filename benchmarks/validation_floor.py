@@ -50,12 +50,12 @@ def validation_macs(cfg: dict[str, Any], tr: Any) -> dict[str, Any]:
     model = cfg["model"]
     if model.get("type") != "lm" or model.get("cell") != "onlstm":
         raise SystemExit("validation_floor: counts ON-LSTM language models only")
-    sizes, chunk = model["sizes"], model.get("cell_options", {}).get("chunk_size", 10)
-    stack = onlstm_macs(sizes, chunk)
-    # the first layer's input part a token, G·I, G = 4H + 2L: from a table where the cell
-    # makes one (RNNLM.fixed), once for the vocabulary
-    first = (4 * sizes[1] + 2 * (sizes[1] // chunk)) * sizes[0]
-    table = tr.model.rnn.layers[0].input_part(tr.model.embedding.weight[:1]) is not None
+    stack = onlstm_macs(model["sizes"], model.get("cell_options", {}).get("chunk_size", 10))
+    # the first layer's input part a token (G·I, its W_ih): from a table where the cell makes
+    # one (RNNLM.fixed), once for the vocabulary
+    cell = tr.model.rnn.layers[0]
+    first = cell.weight_ih.numel()
+    table = cell.input_part(tr.model.embedding.weight[:1]) is not None
     layer = next(m for m in tr.model.modules() if isinstance(m, OutputLayer))
     valid = tr.task.corpus.valid
     tails = getattr(layer, "tail_fractions", None)

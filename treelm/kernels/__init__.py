@@ -48,8 +48,7 @@ def onlstm_sequence(x: Tensor, state: tuple[Tensor, Tensor], weight_ih: Tensor, 
     ``x W_ihᵀ + b_ih + b_hh`` already made (:func:`onlstm_input_part`), without autograd: the
     CPU paths take it (on CUDA it is made again).
     """
-    if impl not in IMPLS:
-        raise ValueError(f"unknown ON-LSTM impl {impl!r}; choose one of {IMPLS} or 'reference'")
+    _check(impl)
     args = (x, state, weight_ih, bias_ih, weight_hh, bias_hh, n_levels, master_input)
     if impl == "triton" or (impl in ("auto", "fused") and x.is_cuda and triton_available()):
         from treelm.kernels.onlstm_triton import onlstm_triton_sequence
@@ -66,11 +65,15 @@ def onlstm_input_part(x: Tensor, weight_ih: Tensor, bias_ih: Tensor, bias_hh: Te
     caller that makes it once for inputs it reads many times and hands it back as ``xp``
     (:func:`treelm.kernels.sequence.input_part`); ``None`` where that path makes its own (CUDA:
     the Triton path and its CUDA graphs take none)."""
-    if impl not in IMPLS:
-        raise ValueError(f"unknown ON-LSTM impl {impl!r}; choose one of {IMPLS} or 'reference'")
+    _check(impl)
     if x.device.type != "cpu" or impl == "triton":
         return None
     return input_part(x, weight_ih, bias_ih, bias_hh)
+
+
+def _check(impl: str) -> None:
+    if impl not in IMPLS:
+        raise ValueError(f"unknown ON-LSTM impl {impl!r}; choose one of {IMPLS} or 'reference'")
 
 
 def triton_available() -> bool:
