@@ -153,15 +153,14 @@ def _flags() -> set[str]:
     return set()
 
 
-def build(kind: str, work: Path) -> ctypes.CDLL:
-    """Compile ``kind``'s loop into a shared library in ``work`` and load it."""
+def source(kind: str, work: Path) -> tuple[Path, Path, str]:
+    """``kind``'s loop written as C in ``work``: its source, its library's path, its flags."""
     stem = kind.replace(" ", "_").replace("-", "")
     src, lib = work / f"{stem}.c", work / f"{stem}.so"
     if kind == _AMX_KIND:
-        flags = "-mamx-tile -mamx-bf16"
         src.write_text(_AMX_SOURCE % {"steps": " ".join(
             f"_tile_dpbf16ps({i % 4}, 4, 5);" for i in range(ACC))})
-        return _load(src, lib, flags, kind)
+        return src, lib, "-mamx-tile -mamx-bf16"
     flags, width, step, value, _ = _KINDS[kind]
     body = _BODY % {"step": step, "set": value, "w": width, "lanes": width // 32}
     # the accumulators spelled out one by one: an array of them would live in memory at -O2
@@ -170,25 +169,35 @@ def build(kind: str, work: Path) -> ctypes.CDLL:
         "opaque": ", ".join(f'"+v"(acc{i})' for i in range(ACC)),
         "steps": " ".join(f"acc{i} = STEP(acc{i}, a, b);" for i in range(ACC)),
         "sums": " ".join(f"s = SUM(s, acc{i});" for i in range(1, ACC))} + body)
-    return _load(src, lib, flags, kind)
+    return src, lib, flags
 
 
-def _load(src: Path, lib: Path, flags: str, kind: str) -> ctypes.CDLL:
-    """``src`` compiled with ``flags`` into ``lib``, loaded, its ``run`` typed."""
-    cmd = ["cc", "-O2", "-shared", "-fPIC", *flags.split(), str(src), "-o", str(lib)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"simd_peak: compiling {kind} failed: {done.stderr.strip()[:300]}")
-    dll = ctypes.CDLL(str(lib))
-    dll.run.restype, dll.run.argtypes = ctypes.c_double, [ctypes.c_long]
-    return dll
+def build(kinds: list[str], work: Path) -> dict[str, ctypes.CDLL]:
+    """Each of ``kinds``' loops compiled into a shared library in ``work`` (the compilers run
+    side by side: a second of start-up saved where a benchmark measures the peak first), loaded
+    with its ``run`` typed."""
+    jobs = {}
+    for kind in kinds:
+        src, lib, flags = source(kind, work)
+        cmd = ["cc", "-O2", "-shared", "-fPIC", *flags.split(), str(src), "-o", str(lib)]
+        jobs[kind] = (lib, subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.PIPE, text=True))
+    libs = {}
+    for kind, (lib, cc) in jobs.items():
+        _, err = cc.communicate()
+        if cc.returncode:
+            raise SystemExit(f"simd_peak: compiling {kind} failed: {err.strip()[:300]}")
+        dll = ctypes.CDLL(str(lib))
+        dll.run.restype, dll.run.argtypes = ctypes.c_double, [ctypes.c_long]
+        libs[kind] = dll
+    return libs
 
 
 def measure(kinds: list[str], seconds: float = 0.5, repeats: int = 7) -> dict[str, dict]:
     """One core's rate of each of ``kinds`` (keys of ``_KINDS`` the CPU runs): instructions and
     multiply-adds per second, the best of ``repeats`` runs of about ``seconds`` each."""
     with tempfile.TemporaryDirectory() as tmp:
-        libs = {k: build(k, Path(tmp)) for k in kinds}
+        libs = build(kinds, Path(tmp))
         # AMX's tile state not granted (a kernel before Linux 5.16): that row is left out
         kinds = [k for k in kinds if libs[k].run(1) >= 0]
         iters = {}
