@@ -89,3 +89,28 @@ def tiny_runs(tmp_path_factory, lm_run, tagging_run) -> dict[str, Path]:
     for link, target in zip(runs.values(), (lm_run, translation, tagging_run)):
         link.symlink_to(target, target_is_directory=True)
     return runs
+
+
+@pytest.fixture(scope="session")
+def tiny_study(tmp_path_factory) -> Path:
+    """``tests/test_study.py``'s tiny study (2 variants × 2 seeds, 8,000 tokens a run) run whole
+    through the local launcher, and its seed 1 as a study of its own (``seeds: 1``, record
+    ``seed1.json``) gathered from copies of those two runs, trained once: the folder of both."""
+    import shutil
+
+    from test_study import finish, write_study
+
+    where = tmp_path_factory.mktemp("whole")
+    finish(write_study(where, units=8000))
+    for run in ("paper-seed1", "symmetric-seed1"):          # done runs: gathered, not trained
+        shutil.copytree(where / "runs" / run, where / "seed1-runs" / run)
+    out, err = finish(write_study(where, name="seed1", units=8000, seeds=1, runs="seed1-runs",
+                                  record="seed1.json"))
+    assert "submitted" not in err, err
+    return where
+
+
+@pytest.fixture(scope="session")
+def tiny_study_seed1(tiny_study) -> Path:
+    """The record of ``tiny_study``'s seed 1, a study of its own."""
+    return tiny_study / "seed1.json"

@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_study(where: Path, name: str = "tiny", units: int = 3000, seeds: int = 2,
-                extra: str = "") -> Path:
-    """A tiny study in ``where``: its treebank, its runs and its record all inside."""
+                extra: str = "", runs: str = "runs", record: str = "record.json") -> Path:
+    """A tiny study in ``where``: its treebank, its runs (folder ``runs``) and its record (file
+    ``record``) all inside."""
     (where / "mini.mrg").write_text(MRG, encoding="utf-8")
     path = where / f"{name}.yaml"
     path.write_text(f"""\
@@ -48,8 +49,8 @@ score:
   trees: {{dev: {where / 'mini.mrg'}, test: {where / 'mini.mrg'}, test_max_len: [null, 10]}}
   eval: [{{split: test}}]
 choose: [variant, layer]
-runs: {where / 'runs'}
-record: {where / 'record.json'}
+runs: {where / runs}
+record: {where / record}
 env: {{TREELM_GEMM: mm}}        # the same products in every process: bit-identical reruns
 launcher: {{jobs: 2, threads: 1}}
 {extra}""", encoding="utf-8")
@@ -121,11 +122,15 @@ def valid_events(run_dir: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> dict[str, Any]:
-    where = tmp_path_factory.mktemp("whole")
-    study = write_study(where, units=8000)
-    finish(study)
-    return read_record(where / "record.json")        # its runs' kept trees read back in
+def uninterrupted(tiny_study) -> dict[str, Any]:
+    """The whole study's record (``tiny_study``), its runs' kept trees read back in."""
+    return read_record(tiny_study / "record.json")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_seed1(tiny_study) -> dict[str, Any]:
+    """Its seed 1 as a study of its own (``tiny_study_seed1``), read the same way."""
+    return read_record(tiny_study / "seed1.json")
 
 
 # ----------------------------------------------------------------------------- the file
@@ -196,8 +201,10 @@ def test_the_record_holds_every_run_and_the_choice_on_dev(uninterrupted):
 
 
 def test_killed_driver_and_run_then_rerun_equal_the_uninterrupted_study(tmp_path,
-                                                                        uninterrupted):
-    study = write_study(tmp_path, units=8000)
+                                                                        uninterrupted_seed1):
+    """Seed 1 of each variant (two runs side by side): when the driver and paper/1's training are
+    killed, symmetric/1's job trains on alone, and the rerun follows it and resumes paper/1."""
+    study = write_study(tmp_path, units=8000, seeds=1)
     first = driver(study)
     run = tmp_path / "runs" / "paper-seed1"
     wait_for(lambda: valid_events(run) >= 1, what="a validation of paper/1")
@@ -210,9 +217,10 @@ def test_killed_driver_and_run_then_rerun_equal_the_uninterrupted_study(tmp_path
     out, err = finish(study)
     assert "paper/1: submitted" in err        # the killed run, resumed by a new job
     rec = read_record(tmp_path / "record.json")
-    assert figures(rec["runs"]) == figures(uninterrupted["runs"])
-    assert figures(rec["summary"]) == figures(uninterrupted["summary"])
-    assert figures(rec["baselines"]) == figures(uninterrupted["baselines"])
+    assert sorted(rec["runs"]) == ["paper/1", "symmetric/1"]
+    assert figures(rec["runs"]) == figures(uninterrupted_seed1["runs"])
+    assert figures(rec["summary"]) == figures(uninterrupted_seed1["summary"])
+    assert figures(rec["baselines"]) == figures(uninterrupted_seed1["baselines"])
 
 
 def test_a_second_driver_starts_no_second_copy(tmp_path):

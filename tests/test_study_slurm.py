@@ -32,11 +32,9 @@ def slurm(cluster, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def local_record(tmp_path_factory) -> dict[str, Any]:
-    """The same runs through the local launcher, uninterrupted."""
-    here = tmp_path_factory.mktemp("local")
-    finish(write_study(here, units=UNITS, seeds=1))
-    return json.loads((here / "record.json").read_text())
+def local_record(tiny_study_seed1) -> dict[str, Any]:
+    """The same runs through the local launcher, uninterrupted (``tiny_study_seed1``)."""
+    return json.loads(tiny_study_seed1.read_text())
 
 
 def _state(where: Path) -> dict[str, Any]:

@@ -201,11 +201,10 @@ def read_record(path: Path) -> dict[str, Any]:
     return rec
 
 
-def write_record(path: Path, record: dict[str, Any]) -> None:
-    """The record with its summary recomputed, written atomically: a small readable JSON file,
-    its runs' kept trees (``readings``, megabytes of bits) in a compressed file beside it
-    (:func:`kept_trees_path`, written deterministically: the same trees, the same bytes) that
-    it names (``kept_trees``). ``record`` keeps its readings."""
+def record_contents(record: dict[str, Any], name: str) -> tuple[str, bytes | None]:
+    """What :func:`write_record` writes for ``record`` (its summary recomputed and its runs
+    sorted, in place) under the file name ``name``: the small JSON's text and the kept trees'
+    JSON before compression (None where no run keeps readings)."""
     record["summary"] = summarize(record)
     record["runs"] = dict(sorted(record["runs"].items(),
                                  key=lambda kv: (kv[1]["seed"], kv[1]["variant"])))
@@ -213,17 +212,27 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     small = {**record, "runs": {k: {f: v for f, v in r.items() if f != "readings"}
                                 for k, r in record["runs"].items()}}
     small.pop("kept_trees", None)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if kept:
+        small["kept_trees"] = kept_trees_path(Path(name)).name
+    text = json.dumps(small, indent=1, ensure_ascii=False) + "\n"
+    return text, json.dumps({"runs": kept}, separators=(",", ":")).encode() if kept else None
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """The record with its summary recomputed, written atomically: a small readable JSON file,
+    its runs' kept trees (``readings``, megabytes of bits) in a compressed file beside it
+    (:func:`kept_trees_path`, written deterministically: the same trees, the same bytes) that
+    it names (``kept_trees``). ``record`` keeps its readings."""
+    text, kept = record_contents(record, path.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kept is not None:
         trees = kept_trees_path(path)
         # xz, not gzip: the readings of one run repeat each other at long range, which xz's
         # window finds (a 2 x 5-seed record's trees: 1.6 MB against gzip's 3.5 MB)
-        data = lzma.compress(json.dumps({"runs": kept}, separators=(",", ":")).encode(),
-                             preset=9 | lzma.PRESET_EXTREME)
+        data = lzma.compress(kept, preset=9 | lzma.PRESET_EXTREME)
         if not trees.exists() or trees.read_bytes() != data:
             atomic_write_bytes(trees, data)
-        small["kept_trees"] = trees.name
-    atomic_write_text(path, json.dumps(small, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, text)
 
 
 def newest_record(results: Path, name: str) -> Path | None:
