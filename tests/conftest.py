@@ -93,18 +93,18 @@ def tiny_runs(tmp_path_factory, lm_run, tagging_run) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def tiny_study(tmp_path_factory) -> Path:
-    """``tests/test_study.py``'s tiny study (2 variants × 2 seeds, 8,000 tokens a run) run whole
-    through the local launcher, and its seed 1 as a study of its own (``seeds: 1``, record
+    """``tests/test_study.py``'s tiny study (2 variants × 2 seeds, ``WHOLE`` tokens a run) run
+    whole through the local launcher, and its seed 1 as a study of its own (``seeds: 1``, record
     ``seed1.json``) gathered from copies of those two runs, trained once: the folder of both."""
     import shutil
 
-    from test_study import finish, write_study
+    from test_study import WHOLE, finish, write_study
 
     where = tmp_path_factory.mktemp("whole")
-    finish(write_study(where, units=8000))
+    finish(write_study(where, units=WHOLE))
     for run in ("paper-seed1", "symmetric-seed1"):          # done runs: gathered, not trained
         shutil.copytree(where / "runs" / run, where / "seed1-runs" / run)
-    out, err = finish(write_study(where, name="seed1", units=8000, seeds=1, runs="seed1-runs",
+    out, err = finish(write_study(where, name="seed1", units=WHOLE, seeds=1, runs="seed1-runs",
                                   record="seed1.json"))
     assert "submitted" not in err, err
     return where

@@ -28,6 +28,9 @@ from treelm.cli import main
 from treelm.study.record import read_record
 
 ROOT = Path(__file__).resolve().parent.parent
+#: tokens a run of the whole study trains (``tiny_study``, ``tests/conftest.py``); the studies
+#: compared against it train as many
+WHOLE = 8000
 
 
 def write_study(where: Path, name: str = "tiny", units: int = 3000, seeds: int = 2,
@@ -128,9 +131,9 @@ def uninterrupted(tiny_study) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted_seed1(tiny_study) -> dict[str, Any]:
+def uninterrupted_seed1(tiny_study_seed1) -> dict[str, Any]:
     """Its seed 1 as a study of its own (``tiny_study_seed1``), read the same way."""
-    return read_record(tiny_study / "seed1.json")
+    return read_record(tiny_study_seed1)
 
 
 # ----------------------------------------------------------------------------- the file
@@ -186,7 +189,7 @@ def test_the_record_holds_every_run_and_the_choice_on_dev(uninterrupted):
     rec = uninterrupted
     assert sorted(rec["runs"]) == ["paper/1", "paper/2", "symmetric/1", "symmetric/2"]
     run = rec["runs"]["paper/1"]
-    assert run["tokens"] >= 8000 and set(run["trees"]["best"]) == {"official", "split"}
+    assert run["tokens"] >= WHOLE and set(run["trees"]["best"]) == {"official", "split"}
     assert set(run["trees"]["best"]["official"]) >= {"dev", "test", "test_10"}
     assert run["eval"]["test"]["ppl"] > 1 and run["curve"][-1]["tokens"] == run["tokens"]
     summ = rec["summary"]["trees"]["variants"]["paper"]["rules"]["official"]
@@ -204,7 +207,7 @@ def test_killed_driver_and_run_then_rerun_equal_the_uninterrupted_study(tmp_path
                                                                         uninterrupted_seed1):
     """Seed 1 of each variant (two runs side by side): when the driver and paper/1's training are
     killed, symmetric/1's job trains on alone, and the rerun follows it and resumes paper/1."""
-    study = write_study(tmp_path, units=8000, seeds=1)
+    study = write_study(tmp_path, units=WHOLE, seeds=1)
     first = driver(study)
     run = tmp_path / "runs" / "paper-seed1"
     wait_for(lambda: valid_events(run) >= 1, what="a validation of paper/1")
@@ -257,7 +260,7 @@ def test_status_on_a_study_with_no_runs_yet(tmp_path, capsys):
 
 def test_a_changed_study_does_not_extend_the_record_of_the_old_one(tmp_path, capsys,
                                                                    uninterrupted):
-    study = write_study(tmp_path, units=9000)          # the fixture's study trained 8000
+    study = write_study(tmp_path, units=WHOLE + 1000)   # the fixture's study trained WHOLE
     (tmp_path / "record.json").write_text(json.dumps(uninterrupted))
     assert main(["study", str(study), "--no-wait"]) == 2
     err = capsys.readouterr().err.strip()

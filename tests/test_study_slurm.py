@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_study import figures, finish, trainers, valid_events, wait_for, write_study
+from test_study import WHOLE, figures, finish, trainers, valid_events, wait_for, write_study
 
-UNITS = 8000
+UNITS = WHOLE          # as many tokens as the local launcher's runs (``tiny_study_seed1``)
 
 
 def slurm(cluster, *args: str) -> str:
