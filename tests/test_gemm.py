@@ -88,7 +88,8 @@ def check_panel_padding(ext: Any, dtype: torch.dtype) -> None:
     N, an odd K's last half-pair and the bfloat16 panels' rows past ⌈K/2⌉), in memory that held
     NaNs: its buffer is allocated uninitialised, so the zeros are its own. Checked against the
     layout built here element by element (``csrc/panel_gemm.cpp``'s header), over the whole
-    allocation of each panel."""
+    allocation of each panel, packed from rows (odd N), from a transposed view (even N) and from
+    rows of a wider matrix at an even and an odd offset (each of the packing's paths)."""
     from treelm.kernels import cpu_cache
 
     cpu_cache.install()          # a freed block serves the next request of its size: the NaNs
@@ -99,9 +100,14 @@ def check_panel_padding(ext: Any, dtype: torch.dtype) -> None:
         p = -(-n // nr)
         rows = -(-((k + 1) // 2) // 16) * 16 if bf16 else k
         width = 2 * nr if bf16 else nr
-        for _ in range(3):
+        wide = torch.zeros(n, k + 6, dtype=dtype)
+        wide[:, 2:k + 2] = w
+        odd = torch.zeros(n, k + 3, dtype=dtype)
+        odd[:, 1:k + 1] = w
+        views = (w if n % 2 else w.t().contiguous().t(), wide[:, 2:k + 2], odd[:, 1:k + 1])
+        for view in views:
             torch.full((p * rows * width + 64,), float("nan"), dtype=dtype)   # freed at once
-            packed = ext.panel_pack(w if n % 2 else w.t().contiguous().t())
+            packed = ext.panel_pack(view)
             whole = torch.as_strided(packed, (p, rows, width), packed.stride())
             want = torch.zeros(p, rows, width, dtype=dtype)
             cols = torch.zeros(p * nr, k, dtype=dtype)

@@ -476,9 +476,40 @@ at::Tensor pack_bf16(const at::Tensor& b) {
           std::memset(panel + r * 2 * NR + 2 * cols, 0, 2 * (NR - cols) * sizeof(uint16_t));
       if (K % 2) std::memset(panel + (half - 1) * 2 * NR, 0, 2 * cols * sizeof(uint16_t));
       std::memset(panel + half * 2 * NR, 0, (K2 - half) * 2 * NR * sizeof(uint16_t));
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t j = 0; j < cols; ++j)
-          panel[(k / 2) * 2 * NR + 2 * j + k % 2] = rows[j * sn + k * sk];
+      if (sn == 1) {
+        // a transposed view (the backward's U): row pair k, k + 1 of the panel's columns lie
+        // side by side in memory, interleaved into the panel's row: unit strides the compiler
+        // vectorises, where the strided loop below moved one element at a time (0.28 ms a
+        // tree layer at each step; pack_ms in benchmarks/results/gemm_backends-zen4-*.json)
+        for (int64_t k = 0; k + 1 < K; k += 2) {
+          const uint16_t* r0 = rows + k * sk;
+          const uint16_t* r1 = r0 + sk;
+          uint16_t* row = panel + (k / 2) * 2 * NR;
+          for (int64_t j = 0; j < cols; ++j) {
+            row[2 * j] = r0[j];
+            row[2 * j + 1] = r1[j];
+          }
+        }
+        if (K % 2) {              // the last k alone (its partner zeroed above)
+          uint16_t* row = panel + (K / 2) * 2 * NR;
+          for (int64_t j = 0; j < cols; ++j) row[2 * j] = rows[j + (K - 1) * sk];
+        }
+      } else if (sk == 1 && K % 2 == 0 && sn % 2 == 0 &&
+                 reinterpret_cast<std::uintptr_t>(src) % alignof(uint32_t) == 0) {
+        // rows of K contiguous (the forward's U): each pair k, k + 1 is one 32-bit word of
+        // its row, so the panel is a transpose of 32-bit words
+        const uint32_t* rows32 = reinterpret_cast<const uint32_t*>(rows);
+        uint32_t* panel32 = reinterpret_cast<uint32_t*>(panel);
+        const int64_t sn32 = sn / 2;
+        for (int64_t j = 0; j < cols; ++j) {
+          const uint32_t* r = rows32 + j * sn32;
+          for (int64_t kk = 0; kk < half; ++kk) panel32[kk * NR + j] = r[kk];
+        }
+      } else {
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t j = 0; j < cols; ++j)
+            panel[(k / 2) * 2 * NR + 2 * j + k % 2] = rows[j * sn + k * sk];
+      }
     }
   });
   return out.narrow(1, 0, (K + 1) / 2);
