@@ -423,6 +423,23 @@ def loop_schedules_section(path: Path, rec: dict) -> list[str]:
     return out + [""]
 
 
+def loops_ab_section(path: Path, rec: dict) -> list[str]:
+    """Two builds of the C++ ON-LSTM loops taking turns: the change's effect on the loops."""
+    out = _cpu_head("A change to the ON-LSTM loops (`benchmarks/loops_ab.py`)", path, rec)
+    out[-1] += (f". The old build `{rec['old_build']}` (`{rec['old']}`) → the new "
+                f"`{rec['new_build']}`: ms a loop on the panels, median of {rec['rounds']} "
+                f"alternating rounds of {rec['calls']} calls each, {rec['threads']} threads; the "
+                "ratio new / old (below 1: the new is faster) and the rounds the new won.")
+    out += ["", "| size | dtype | same bits | forward | backward |",
+            "| --- | --- | --- | --- | --- |"]
+    for r in rec["results"]:
+        cells = [f"{r[k]['ms_old']:.2f} → {r[k]['ms_new']:.2f} (×{r[k]['new_over_old']}, "
+                 f"{r[k]['rounds_new_faster']}/{rec['rounds']})" for k in ("forward", "backward")]
+        out.append(f"| {r['size']} | {r['dtype']} | {r['same_bits']} | " + " | ".join(cells)
+                   + " |")
+    return out + [""]
+
+
 def product_cache_section(path: Path, rec: dict) -> list[str]:
     """The step's large products alone, hot and cold, against their rate inside the step."""
     out = _cpu_head("The step's products hot, cold and in the step (`benchmarks/product_cache.py`)",
@@ -601,6 +618,8 @@ def main(results: Path = RESULTS, doc: Path = DOC) -> None:
         lines += panel_tiles_section(*r)
     for r in every("loop_schedules", results):
         lines += loop_schedules_section(*r)
+    for r in every("loops_ab", results):
+        lines += loops_ab_section(*r)
     for r in every("step_profile", results):
         lines += step_profile_section(*r)
     for r in every("product_cache", results):
